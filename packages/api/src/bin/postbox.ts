@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// The `postbox` command. Sub-commands live in ../cli; this file only dispatches and reports errors.
+import { PostboxError } from '@postbox/engine';
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> }> = {
+  start: { summary: 'stack up, migrate, relay and the demo order flow', load: async () => (await import('../cli/start-command.ts')).startCommand },
+  stack: { summary: 'local services: up | down [--purge] | status', load: async () => (await import('../cli/stack-command.ts')).stackCommand },
+  migrate: { summary: 'apply database migrations', load: async () => (await import('../cli/migrate-command.ts')).migrateCommand },
+  relay: { summary: 'run a relay (outbox → Kafka)', load: async () => (await import('../cli/relay-command.ts')).relayCommand },
+};
+
+function help(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
+  return [
+    'postbox — reliable messaging: PostgreSQL outbox → Kafka → inbox-deduplicated consumers',
+    '',
+    'usage: postbox <command> [options]     (postbox <command> --help for details)',
+    '',
+    ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    console.error(`postbox: unknown command "${name}"\n\n${help()}`);
+    return 2;
+  }
+  return (await command.load())(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    const code = error instanceof PostboxError ? ` [${error.code}]` : '';
+    console.error(`postbox: ${(error as Error)?.message ?? String(error)}${code}`);
+    if (process.env.POSTBOX_DEBUG) console.error(error);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,95 @@
+import { parseArgs } from 'node:util';
+import { stackDown, stackStatus, stackUp } from '../stack/index.ts';
+
+const USAGE = `Usage: postbox stack <command> [options]
+
+Runs PostgreSQL 17, Redis and Kafka 3.9 for development and tests, as background servers under
+$POSTBOX_HOME (default: <repo>/.postbox). They keep running after the command exits.
+
+Commands:
+  up              Start what is not running and wait until each server answers (idempotent).
+                  DATABASE_URL, REDIS_URL, KAFKA_BROKERS: when set, that server is not started,
+                  only checked.
+  down [--purge]  Stop the servers this stack started. --purge also deletes their data
+                  (the downloaded Kafka jars stay).
+  status          Show each server, then the env lines to export:
+                    export $(postbox stack status | grep =)
+                  Exits 0 when all run, 1 otherwise.
+
+Options:
+  -h, --help      Show this help.
+
+Addresses: postgres 127.0.0.1:15432, redis 127.0.0.1:16379, kafka 127.0.0.1:19092 (controller 19093).
+Logs: <home>/pg/postgres.log, <home>/redis/redis.log, <home>/kafka/kafka.log and kafka.out.`;
+
+/** `postbox stack …`: argv is what follows `stack`; resolves with the process exit code. */
+export async function stackCommand(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { help: { type: 'boolean', short: 'h' }, purge: { type: 'boolean' } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [command, ...extra] = positionals;
+  if (values.help || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (values.purge && command !== 'down') {
+    process.stderr.write(`--purge only goes with down\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (command === undefined || extra.length > 0) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  try {
+    switch (command) {
+      case 'up':
+        await stackUp();
+        return 0;
+      case 'down':
+        await stackDown({ purge: values.purge ?? false });
+        return 0;
+      case 'status':
+        return await status();
+      default:
+        process.stderr.write(`unknown stack command: ${command}\n\n${USAGE}\n`);
+        return 2;
+    }
+  } catch (err) {
+    process.stderr.write(`postbox stack ${command}: ${describe(err)}\n`);
+    return 1;
+  }
+}
+
+async function status(): Promise<number> {
+  const { services, env } = await stackStatus();
+  for (const s of services) {
+    const pid = s.pid === undefined ? '' : `pid ${s.pid}`;
+    const state = s.running ? 'running' : 'stopped';
+    process.stdout.write(`${[s.name.padEnd(8), state.padEnd(7), pid.padEnd(10), s.address].join('  ')}\n`);
+  }
+  for (const [name, value] of Object.entries(env)) process.stdout.write(`${name}=${value}\n`);
+  return services.every((s) => s.running) ? 0 : 1;
+}
+
+/** The message, then each cause on its own line: the cause is usually the server's own words. */
+function describe(err: unknown): string {
+  const lines: string[] = [];
+  let current: unknown = err;
+  for (let depth = 0; current !== undefined && depth < 5; depth++) {
+    if (current instanceof AggregateError && depth > 0) break;
+    const text = current instanceof Error ? current.message : String(current);
+    lines.push(depth === 0 ? text : `  caused by: ${text.replaceAll('\n', '\n    ')}`);
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,74 @@
+import { enqueue, expectRows, newEventId, transaction, type Sql, type Waker } from '@postbox/engine';
+
+/**
+ * The demo business: orders placed, paid, shipped and delivered, each change and its event committed in one
+ * transaction. Versions come from the business row, guarded by a conditional UPDATE (a lost race is a
+ * BusinessConflictError, never a second event for the same version).
+ */
+const NEXT: Record<string, { state: string; event: string } | undefined> = {
+  placed: { state: 'paid', event: 'OrderPaid' },
+  paid: { state: 'shipped', event: 'OrderShipped' },
+  shipped: { state: 'delivered', event: 'OrderDelivered' },
+};
+
+export interface DemoOrderService {
+  committed(): number;
+  stop(): Promise<void>;
+}
+
+export function startOrderService(sql: Sql, waker: Waker, options: { topic: string; ratePerSecond: number }): DemoOrderService {
+  const open: Array<{ id: string; state: string; version: number }> = [];
+  let committed = 0;
+  let running = Promise.resolve();
+  const perTick = options.ratePerSecond / 10;
+  let carry = 0;
+
+  const placeOrder = async () => {
+    const id = `order-${newEventId().slice(-12)}`;
+    const amount = 100 + Math.floor(Math.random() * 10_000);
+    await transaction(sql, waker, async (tx) => {
+      await tx`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES (${id}, 'placed', ${amount}, 1)`;
+      await enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: id, aggregate_version: 1, data: { orderId: id, amountCents: amount } }, { topic: options.topic, producer: 'demo-orders' });
+    });
+    open.push({ id, state: 'placed', version: 1 });
+  };
+
+  const advance = async (index: number) => {
+    const order = open[index]!;
+    const next = NEXT[order.state]!;
+    await transaction(sql, waker, async (tx) => {
+      const result = await tx`
+        UPDATE demo_order SET state = ${next.state}, version = version + 1, updated_at = now()
+        WHERE order_id = ${order.id} AND state = ${order.state} AND version = ${order.version}`;
+      expectRows(result, 1, `order ${order.id} is no longer ${order.state}`);
+      await enqueue(tx, { event_type: next.event, aggregate_id: order.id, aggregate_version: order.version + 1, data: { orderId: order.id, state: next.state } }, { topic: options.topic, producer: 'demo-orders' });
+    });
+    order.state = next.state;
+    order.version++;
+    if (!NEXT[order.state]) open.splice(index, 1);
+  };
+
+  const tick = async () => {
+    carry += perTick;
+    const count = Math.floor(carry);
+    carry -= count;
+    for (let i = 0; i < count; i++) {
+      if (open.length < 50 || Math.random() < 0.3) await placeOrder();
+      else await advance(Math.floor(Math.random() * open.length));
+      committed++;
+    }
+  };
+
+  const timer = setInterval(() => {
+    // One tick at a time; a slow database delays the demo, it does not pile up work.
+    running = running.then(tick).catch((cause: unknown) => console.error(`demo order service: ${(cause as Error).message}`));
+  }, 100);
+
+  return {
+    committed: () => committed,
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,186 @@
+/**
+ * The local stack: PostgreSQL, Redis and Kafka for development and tests, started as detached servers under
+ * `<home>` (env POSTBOX_HOME, else `<repo>/.postbox`) so they outlive the command that started them.
+ *
+ * Each of DATABASE_URL, REDIS_URL and KAFKA_BROKERS that is set (to anything but our own address) points Postbox
+ * at an existing server: `up` then only checks that it answers and starts the rest. `down` stops only servers
+ * whose pid file names a live process of ours, so it can never stop the machine's own PostgreSQL or Redis.
+ */
+import { StackError } from './errors.ts';
+import { withStackLock } from './lock.ts';
+import { defaultHome, stackPaths } from './paths.ts';
+import { kafkaAnswers, kafkaService, KAFKA_BROKERS } from './kafka.ts';
+import { formatAddress, waitUntil } from './ports.ts';
+import { postgresAnswers, postgresService, POSTGRES_URL } from './postgres.ts';
+import { redisAnswers, redisService, REDIS_URL } from './redis.ts';
+import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
+
+export { StackError, type StackErrorCode } from './errors.ts';
+
+export interface StackEnv {
+  DATABASE_URL: string;
+  REDIS_URL: string;
+  KAFKA_BROKERS: string;
+}
+
+const DEFAULTS: StackEnv = { DATABASE_URL: POSTGRES_URL, REDIS_URL, KAFKA_BROKERS };
+
+/** How long `up` waits for one server to answer after starting it (the Kafka jar download is not included). */
+const START_TIMEOUT_MS = 90_000;
+/** How long `up` retries an external server (one named by an env var) before calling it down. */
+const EXTERNAL_TIMEOUT_MS = 10_000;
+/** A cold `up` may spend minutes in mvn; a second caller waits for it rather than racing it. */
+const LOCK_TIMEOUT_MS = 15 * 60_000;
+
+/** The env vars when set, else the local stack's addresses. */
+export function stackEnv(): StackEnv {
+  return {
+    DATABASE_URL: process.env.DATABASE_URL || DEFAULTS.DATABASE_URL,
+    REDIS_URL: process.env.REDIS_URL || DEFAULTS.REDIS_URL,
+    KAFKA_BROKERS: process.env.KAFKA_BROKERS || DEFAULTS.KAFKA_BROKERS,
+  };
+}
+
+export async function stackUp(opts: { quiet?: boolean; log?: (line: string) => void } = {}): Promise<StackEnv> {
+  const log = opts.quiet ? () => {} : (opts.log ?? console.log);
+  const env = stackEnv();
+  const services = localServices();
+  const external = services.filter(isExternal);
+  const local = services.filter((s) => !isExternal(s));
+  if (local.length === 0) log('DATABASE_URL, REDIS_URL and KAFKA_BROKERS are set: starting nothing, checking they answer');
+
+  // Every missing program is named before anything starts, rather than one per run after a long wait.
+  const notRunning = [];
+  for (const service of local) if ((await service.ownedPid()) === undefined) notRunning.push(service);
+  throwAll(await Promise.allSettled(notRunning.map((s) => s.checkPrerequisites())));
+
+  const work = external.map((service) => checkExternal(service, env[service.envVar], log));
+  if (local.length > 0) work.push(withStackLock(homeLockDir(), LOCK_TIMEOUT_MS, () => startLocal(local, log)));
+  throwAll(await Promise.allSettled(work));
+  return env;
+}
+
+async function startLocal(services: LocalService[], log: (line: string) => void): Promise<void> {
+  const results = await Promise.allSettled(
+    services.map(async (service) => {
+      const { state, pid } = await ensureUp(service, START_TIMEOUT_MS);
+      const detail = state === 'started' ? `(data: ${service.dataDir})` : `(pid ${pid}, data: ${service.dataDir})`;
+      log(line(service.name, state, formatAddress(service.address), detail));
+    }),
+  );
+  throwAll(results);
+}
+
+async function checkExternal(service: LocalService, target: string, log: (line: string) => void): Promise<void> {
+  try {
+    await waitUntil(() => answers(service, target), {
+      what: `${service.envVar} is set, but ${service.name} at ${redact(target)} does not answer`,
+      hint: `unset ${service.envVar} to let Postbox start its own`,
+      timeoutMs: EXTERNAL_TIMEOUT_MS,
+      intervalMs: 500,
+    });
+  } catch (err) {
+    throw new StackError('not_answering', (err as Error).message, { cause: (err as Error).cause ?? err });
+  }
+  log(line(service.name, 'external', redact(target), `(from ${service.envVar})`));
+}
+
+export async function stackDown(opts: { purge?: boolean; log?: (line: string) => void } = {}): Promise<void> {
+  const log = opts.log ?? console.log;
+  await withStackLock(homeLockDir(), LOCK_TIMEOUT_MS, async () => {
+    throwAll(
+      await Promise.allSettled(
+        localServices().map(async (service) => {
+          const pid = await ensureDown(service);
+          if (opts.purge) await service.purge();
+          const what = pid === undefined ? 'not running' : 'stopped';
+          const notes = [pid === undefined ? '' : `pid ${pid}`, opts.purge ? `deleted ${service.dataDir}` : ''];
+          const detail = notes.some(Boolean) ? `(${notes.filter(Boolean).join(', ')})` : '';
+          log(line(service.name, what, formatAddress(service.address), detail));
+        }),
+      ),
+    );
+  });
+}
+
+export async function stackStatus(): Promise<{
+  services: Array<{ name: string; running: boolean; pid?: number; address: string }>;
+  env: StackEnv;
+}> {
+  const env = stackEnv();
+  const services = await Promise.all(
+    localServices().map(async (service) => {
+      if (isExternal(service)) {
+        const target = env[service.envVar];
+        const running = await answers(service, target).then(
+          () => true,
+          () => false,
+        );
+        return { name: service.name, running, address: redact(target) };
+      }
+      return { name: service.name, ...(await localStatus(service)), address: formatAddress(service.address) };
+    }),
+  );
+  return { services, env };
+}
+
+function localServices(): LocalService[] {
+  const paths = stackPaths(home());
+  return [postgresService(paths), redisService(paths), kafkaService(paths)];
+}
+
+function home(): string {
+  return process.env.POSTBOX_HOME || defaultHome();
+}
+
+function homeLockDir(): string {
+  return stackPaths(home()).lockDir;
+}
+
+/** Set to our own address (say after `export $(postbox stack status | grep =)`) still means "ours, manage it". */
+function isExternal(service: LocalService): boolean {
+  const value = process.env[service.envVar];
+  return Boolean(value) && value !== service.url;
+}
+
+function answers(service: LocalService, target: string): Promise<void> {
+  switch (service.name) {
+    case 'postgres':
+      return postgresAnswers(target);
+    case 'redis':
+      return redisAnswers(target);
+    case 'kafka':
+      return kafkaAnswers(target.split(',').map((b) => b.trim()).filter(Boolean));
+  }
+}
+
+/** Addresses are printed; passwords are not. */
+function redact(target: string): string {
+  try {
+    const url = new URL(target);
+    if (url.password) url.password = '***';
+    return url.protocol === 'postgres:' || url.protocol === 'postgresql:' || url.protocol.startsWith('redis')
+      ? url.toString()
+      : target;
+  } catch {
+    return target;
+  }
+}
+
+function line(name: string, state: string, address: string, detail: string): string {
+  return [name.padEnd(8), state.padEnd(15), address.padEnd(15), detail].join('  ').trimEnd();
+}
+
+/** Every service is tried even when one fails; then one error says what went wrong with each. */
+function throwAll(results: PromiseSettledResult<unknown>[]): void {
+  const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) {
+    const message = errors.map((e) => (e instanceof Error ? e.message : String(e))).join('\n');
+    throw new StackError(
+      errors.every((e) => e instanceof StackError && e.code === 'prerequisite_missing') ? 'prerequisite_missing' : 'start_failed',
+      message,
+      { cause: new AggregateError(errors) },
+    );
+  }
+}

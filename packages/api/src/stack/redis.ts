@@ -1,0 +1,83 @@
+import fs from 'node:fs/promises';
+import { StackError } from './errors.ts';
+import { exchange, formatAddress, type HostPort } from './ports.ts';
+import { requireExecutable } from './prerequisites.ts';
+import { ownedPid, readPidFile, run, terminate } from './process.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { StackPaths } from './paths.ts';
+import type { LocalService } from './service.ts';
+
+const ADDRESS: HostPort = { host: '127.0.0.1', port: 16379 };
+
+export const REDIS_URL = `redis://${formatAddress(ADDRESS)}`;
+
+export function redisService(paths: StackPaths): LocalService {
+  const { redis } = paths;
+  return {
+    name: 'redis',
+    address: ADDRESS,
+    otherPorts: [],
+    envVar: 'REDIS_URL',
+    url: REDIS_URL,
+    dataDir: redis.dir,
+    logFile: redis.log,
+    mayRemovePidFile: true,
+    pidFile: redis.pidFile,
+    // Redis sets its process title to "redis-server <bind>:<port>": that tells ours from the machine's (6379).
+    ownedPid: () => ownedPid(redis.pidFile, `redis-server ${formatAddress(ADDRESS)}`),
+    checkPrerequisites: async () => {
+      await requireExecutable('redis-server');
+    },
+    start: async () => {
+      const server = await requireExecutable('redis-server');
+      await fs.mkdir(redis.dir, { recursive: true });
+      // Durable enough for BullMQ (at most about a second of writes lost) and never evicting a job.
+      // RDB snapshots off: the AOF is the one persistence mechanism.
+      const args = [
+        '--port', String(ADDRESS.port),
+        '--bind', ADDRESS.host,
+        '--appendonly', 'yes',
+        '--appendfsync', 'everysec',
+        '--maxmemory-policy', 'noeviction',
+        '--save', '',
+        '--dir', redis.dir,
+        '--daemonize', 'yes',
+        '--pidfile', redis.pidFile,
+        '--logfile', redis.log,
+      ];
+      await run(server, args, { cwd: redis.dir, timeoutMs: 30_000 }).catch((err: unknown) => {
+        throw new StackError('start_failed', `redis-server did not start; read ${redis.log}`, { cause: err });
+      });
+      // The daemonised child writes the pid file just after the parent exits.
+      for (let i = 0; i < 50 && (await readPidFile(redis.pidFile)) === undefined; i++) await sleep(100);
+    },
+    ready: () => redisAnswers(REDIS_URL),
+    stop: async (pid) => {
+      // SIGTERM is Redis' SHUTDOWN: it flushes the AOF and removes its pid file.
+      await terminate(pid, 30_000);
+    },
+    purge: () => fs.rm(redis.dir, { recursive: true, force: true }),
+  };
+}
+
+/** Resolves once the server at `url` answers PING (after AUTH when the URL carries credentials). */
+export async function redisAnswers(url: string): Promise<void> {
+  const parsed = new URL(url);
+  const address = { host: parsed.hostname || '127.0.0.1', port: Number(parsed.port || 6379) };
+  const commands: string[][] = [];
+  if (parsed.password) {
+    const password = decodeURIComponent(parsed.password);
+    commands.push(parsed.username ? ['AUTH', decodeURIComponent(parsed.username), password] : ['AUTH', password]);
+  }
+  commands.push(['PING']);
+  const reply = await exchange(address, commands.map(resp).join(''), commands.length);
+  const lines = reply.split('\r\n');
+  // While Redis loads its AOF it answers -LOADING; keep waiting until the last reply is the PONG.
+  if (lines[commands.length - 1] !== '+PONG') {
+    throw new Error(`redis at ${formatAddress(address)} answered ${JSON.stringify(reply.trim())}`);
+  }
+}
+
+function resp(args: string[]): string {
+  return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+}

@@ -1,0 +1,51 @@
+import { BrokerError, PostboxError, type ErrorKind } from '../../errors.ts';
+
+// Protocol errors that no retry fixes without a change of configuration or message.
+const PERMANENT_TYPES = new Set([
+  'MESSAGE_TOO_LARGE',
+  'RECORD_LIST_TOO_LARGE',
+  'INVALID_RECORD',
+  'CORRUPT_MESSAGE',
+  'INVALID_TOPIC_EXCEPTION',
+  'UNKNOWN_TOPIC_OR_PARTITION', // topics are created at start; a missing one is misconfiguration
+  'TOPIC_AUTHORIZATION_FAILED',
+  'CLUSTER_AUTHORIZATION_FAILED',
+  'SASL_AUTHENTICATION_FAILED',
+  'INVALID_REQUIRED_ACKS',
+  'UNSUPPORTED_VERSION',
+]);
+
+// The broker may have appended the records before the failure reached us.
+const UNKNOWN_NAMES = new Set(['KafkaJSRequestTimeoutError']);
+
+interface KafkaLikeError {
+  name?: string;
+  type?: string;
+  retriable?: boolean;
+  cause?: unknown;
+  originalError?: unknown;
+}
+
+/** Maps a kafkajs error (possibly wrapped in retry errors) to Postbox's error tree. */
+export function classifyKafkaError(error: unknown): PostboxError {
+  if (error instanceof PostboxError) return error;
+  const root = rootCause(error);
+  const type = root.type;
+  let kind: ErrorKind = 'transient';
+  if (type && PERMANENT_TYPES.has(type)) kind = 'permanent';
+  else if (root.name && UNKNOWN_NAMES.has(root.name)) kind = 'unknown';
+  const code = type ? `kafka_${type.toLowerCase()}` : `kafka_${(root.name ?? 'error').replace(/^KafkaJS/, '').toLowerCase()}`;
+  const message = error instanceof Error ? error.message : String(error);
+  return new BrokerError(code, kind, `kafka: ${message}`, { cause: error });
+}
+
+function rootCause(error: unknown): KafkaLikeError {
+  let current = error as KafkaLikeError;
+  for (let depth = 0; depth < 5; depth++) {
+    if (current?.type) return current;
+    const next = (current?.originalError ?? current?.cause) as KafkaLikeError | undefined;
+    if (!next || typeof next !== 'object') break;
+    current = next;
+  }
+  return (current ?? {}) as KafkaLikeError;
+}

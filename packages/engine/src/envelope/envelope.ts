@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { EnvelopeTooLargeError, EnvelopeValidationError, type EnvelopeIssue } from '../errors.ts';
+
+/**
+ * The event envelope: the identity, ordering and provenance of one event, plus its data. Field names are the
+ * wire names (they travel as CloudEvents attributes, see relay/record.ts) so that logs, SQL and the topic agree.
+ */
+export interface Envelope {
+  /** UUIDv7, born with the command and kept across relay retry, redelivery and replay. */
+  event_id: string;
+  event_type: string;
+  schema_version: number;
+  aggregate_id: string;
+  /** 1, 2, 3, … per aggregate; the consumer's version gate orders by it. */
+  aggregate_version: number;
+  /** ISO-8601 with offset. */
+  occurred_at: string;
+  /** Who produced it (CloudEvents `source`). */
+  producer: string;
+  traceparent?: string | undefined;
+  tracestate?: string | undefined;
+  data: unknown;
+}
+
+/** 1 MiB: below Kafka's default message.max.bytes once headers are added. */
+export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+const NAME = /^[A-Za-z][A-Za-z0-9._:/-]*$/;
+// Control characters make keys, headers and log lines ambiguous.
+const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/;
+
+const name = (max: number) =>
+  z
+    .string({ error: 'must be a string' })
+    .min(1, { error: 'must not be empty' })
+    .max(max, { error: `must be at most ${max} characters` })
+    .regex(NAME, { error: 'must start with a letter and use only letters, digits and . _ : / -' });
+
+const envelopeSchema = z.object({
+  event_id: z.string({ error: 'must be a string' }).regex(UUID_V7, { error: 'must be a lowercase UUIDv7' }),
+  event_type: name(200),
+  schema_version: z
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be an integer' })
+    .min(1, { error: 'must be at least 1' })
+    .max(32767, { error: 'must be at most 32767' }),
+  aggregate_id: z
+    .string({ error: 'must be a string' })
+    .min(1, { error: 'must not be empty' })
+    .max(200, { error: 'must be at most 200 characters' })
+    .regex(NO_CONTROL, { error: 'must not contain control characters' }),
+  aggregate_version: z
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be an integer' })
+    .min(1, { error: 'must be at least 1' })
+    .max(Number.MAX_SAFE_INTEGER, { error: 'must be a safe integer' }),
+  occurred_at: z.iso.datetime({ offset: true, error: 'must be an ISO-8601 timestamp with offset' }),
+  producer: name(200),
+  traceparent: z
+    .string({ error: 'must be a string' })
+    .regex(TRACEPARENT, { error: 'must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)' })
+    .optional(),
+  tracestate: z
+    .string({ error: 'must be a string' })
+    .max(512, { error: 'must be at most 512 characters' })
+    .regex(NO_CONTROL, { error: 'must not contain control characters' })
+    .optional(),
+  data: z.unknown().refine((v) => v !== undefined, { error: 'is required' }),
+});
+
+function issuesOf(error: z.ZodError): EnvelopeIssue[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map(String).join('.'),
+    rule: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
+  }));
+}
+
+/** Checks every field; throws EnvelopeValidationError naming each failing field and its rule. */
+export function validateEnvelope(candidate: unknown): Envelope {
+  const result = envelopeSchema.strict().safeParse(candidate);
+  if (!result.success) throw new EnvelopeValidationError(issuesOf(result.error), { cause: result.error });
+  return result.data as Envelope;
+}
+
+/**
+ * Serializes `data` once; the bytes are what the outbox stores and the relay sends unchanged.
+ * Throws EnvelopeValidationError if data is not JSON-serializable, EnvelopeTooLargeError over the limit
+ * (the limit counts data plus the envelope attributes, which travel as headers).
+ */
+export function encodeData(envelope: Envelope, maxBytes: number = DEFAULT_MAX_ENVELOPE_BYTES): Buffer {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(envelope.data);
+  } catch (cause) {
+    throw new EnvelopeValidationError([{ path: 'data', rule: 'must be JSON-serializable' }], { cause });
+  }
+  if (text === undefined) throw new EnvelopeValidationError([{ path: 'data', rule: 'must be a JSON value' }]);
+  const bytes = Buffer.from(text, 'utf8');
+  const total = bytes.length + attributeBytes(envelope);
+  if (total > maxBytes) throw new EnvelopeTooLargeError(total, maxBytes);
+  return bytes;
+}
+
+function attributeBytes(e: Envelope): number {
+  return (
+    Buffer.byteLength(e.event_type) +
+    Buffer.byteLength(e.aggregate_id) +
+    Buffer.byteLength(e.producer) +
+    Buffer.byteLength(e.tracestate ?? '') +
+    128 // event_id, versions, time, traceparent and header names
+  );
+}

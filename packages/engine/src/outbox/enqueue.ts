@@ -1,0 +1,81 @@
+import type { Queryable } from '../db/connect.ts';
+import { encodeData, validateEnvelope, DEFAULT_MAX_ENVELOPE_BYTES, type Envelope } from '../envelope/envelope.ts';
+import { newEventId } from '../envelope/event-id.ts';
+import { insertOutboxRows, type OutboxInsertRow } from '../queries/outbox-insert.ts';
+import { markDirty } from './dirty.ts';
+
+/** What a service supplies; Postbox fills in identity and time when they are not given. */
+export interface EventInput {
+  event_type: string;
+  aggregate_id: string;
+  aggregate_version: number;
+  data: unknown;
+  /** @defaultValue 1 */
+  schema_version?: number;
+  /** @defaultValue a new UUIDv7. Pass it when the command already has one (retries keep the same id). */
+  event_id?: string;
+  /** @defaultValue now */
+  occurred_at?: string;
+  /** @defaultValue options.producer */
+  producer?: string;
+  traceparent?: string;
+  tracestate?: string;
+  /** Set by replay of an edited payload: the event this one replaces. */
+  replaces_event_id?: string;
+}
+
+export interface EnqueueOptions {
+  topic: string;
+  /** @defaultValue 'postbox' */
+  producer?: string;
+  /** @defaultValue 1 MiB */
+  maxEnvelopeBytes?: number;
+}
+
+/**
+ * Writes events to the outbox inside the caller's transaction, validated and serialized once. Either every
+ * event is written or the call throws before writing any: the caller's transaction is never half-written by it.
+ */
+export async function enqueueMany(tx: Queryable, events: EventInput[], options: EnqueueOptions): Promise<Envelope[]> {
+  const envelopes: Envelope[] = [];
+  const rows: OutboxInsertRow[] = [];
+  for (const input of events) {
+    const envelope = validateEnvelope({
+      event_id: input.event_id ?? newEventId(),
+      event_type: input.event_type,
+      schema_version: input.schema_version ?? 1,
+      aggregate_id: input.aggregate_id,
+      aggregate_version: input.aggregate_version,
+      occurred_at: input.occurred_at ?? new Date().toISOString(),
+      producer: input.producer ?? options.producer ?? 'postbox',
+      ...(input.traceparent === undefined ? {} : { traceparent: input.traceparent }),
+      ...(input.tracestate === undefined ? {} : { tracestate: input.tracestate }),
+      data: input.data,
+    });
+    const payload = encodeData(envelope, options.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES);
+    envelopes.push(envelope);
+    rows.push({
+      event_id: envelope.event_id,
+      event_type: envelope.event_type,
+      schema_version: envelope.schema_version,
+      aggregate_id: envelope.aggregate_id,
+      aggregate_version: envelope.aggregate_version,
+      topic: options.topic,
+      payload,
+      producer: envelope.producer,
+      occurred_at: envelope.occurred_at,
+      traceparent: envelope.traceparent ?? null,
+      tracestate: envelope.tracestate ?? null,
+      replaces_event_id: input.replaces_event_id ?? null,
+    });
+  }
+  await insertOutboxRows(tx, rows);
+  markDirty(tx);
+  return envelopes;
+}
+
+/** One event; see enqueueMany. */
+export async function enqueue(tx: Queryable, event: EventInput, options: EnqueueOptions): Promise<Envelope> {
+  const [envelope] = await enqueueMany(tx, [event], options);
+  return envelope!;
+}

@@ -1,0 +1,35 @@
+import type { PostboxError } from '../errors.ts';
+
+/** One record for the broker. `value` is sent byte for byte; `headers` are UTF-8 strings. */
+export interface OutboundMessage {
+  topic: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Where the broker durably stored a message. */
+export interface Confirmation {
+  partition: number;
+  /** A decimal string: Kafka offsets are 64-bit. */
+  offset: string;
+}
+
+export type PublishOutcome = { ok: true; confirmation: Confirmation } | { ok: false; error: PostboxError };
+
+/**
+ * The only door from Postbox to a broker for sending (the Watermill shape).
+ *
+ * Contract:
+ * - `publish` resolves with exactly one outcome per message, in the same order; it does not throw for broker
+ *   failures. An ok outcome means the broker confirmed durable storage (Kafka: acks = all).
+ * - Messages of one key are stored in the order given.
+ * - A failed outcome's error says whether a retry can help (`kind`): transient, permanent, or unknown (the
+ *   broker may have stored it). The caller retries with the same message; adapters add no retry layer across
+ *   calls of their own.
+ * - `close` is idempotent and waits for in-flight sends.
+ */
+export interface Publisher {
+  publish(messages: OutboundMessage[]): Promise<PublishOutcome[]>;
+  close(): Promise<void>;
+}

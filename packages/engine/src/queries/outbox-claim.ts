@@ -1,0 +1,72 @@
+import type { Queryable } from '../db/connect.ts';
+
+export interface ClaimedRow {
+  event_id: string;
+  event_type: string;
+  schema_version: number;
+  aggregate_id: string;
+  aggregate_version: string;
+  topic: string;
+  payload: Buffer;
+  producer: string;
+  occurred_at: Date;
+  traceparent: string | null;
+  tracestate: string | null;
+  attempts: number;
+}
+
+export interface ClaimRequest {
+  lane: number;
+  owner: string;
+  limit: number;
+  leaseMs: number;
+}
+
+/**
+ * Claims the head of one lane: up to `limit` rows in sequence order that are pending and due, or whose lease
+ * expired (a relay died after claiming them: they are re-sent with the same event_id). Marks them `publishing`
+ * with a lease and counts the attempt. Runs only while `owner` holds the lane's lease, so a relay that lost its
+ * lane claims nothing.
+ * Returns: the claimed rows, in sequence order. Locks: the claimed rows until commit (SKIP LOCKED: a concurrent
+ * claimer skips them rather than waiting). Runs in its own short transaction; publishing happens after commit.
+ */
+export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<ClaimedRow[]> {
+  return sql<ClaimedRow[]>`
+    WITH lane AS (
+      SELECT 1 FROM relay_lane WHERE lane = ${r.lane} AND owner = ${r.owner} AND lease_until > now()
+    ), picked AS (
+      SELECT event_id
+      FROM message_outbox
+      WHERE lane = ${r.lane}
+        AND status IN ('pending', 'publishing')
+        AND (status = 'pending' OR lease_until < now())
+        AND available_at <= now()
+        AND EXISTS (SELECT 1 FROM lane)
+      ORDER BY seq
+      LIMIT ${r.limit}
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE message_outbox AS o
+    SET status = 'publishing',
+        lease_until = now() + ${r.leaseMs} * interval '1 millisecond',
+        lease_owner = ${r.owner},
+        attempts = o.attempts + 1
+    FROM picked
+    WHERE o.event_id = picked.event_id
+    RETURNING o.seq, o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::text AS aggregate_version,
+              o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.attempts`.then((rows) =>
+    [...rows].sort((a, b) => Number((a as unknown as { seq: string }).seq) - Number((b as unknown as { seq: string }).seq)),
+  );
+}
+
+/**
+ * Whether another relay still has live leases in this lane (it owned the lane before and may be sending).
+ * Returns: true while such a lease exists. Locks: none.
+ */
+export async function laneHasForeignLeases(sql: Queryable, lane: number, owner: string): Promise<boolean> {
+  const rows = await sql`
+    SELECT 1 FROM message_outbox
+    WHERE lane = ${lane} AND status = 'publishing' AND lease_until > now() AND lease_owner <> ${owner}
+    LIMIT 1`;
+  return rows.length > 0;
+}

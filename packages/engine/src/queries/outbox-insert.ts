@@ -1,0 +1,31 @@
+import type { Queryable } from '../db/connect.ts';
+
+export interface OutboxInsertRow {
+  event_id: string;
+  event_type: string;
+  schema_version: number;
+  aggregate_id: string;
+  aggregate_version: number;
+  topic: string;
+  payload: Buffer;
+  producer: string;
+  occurred_at: string;
+  traceparent: string | null;
+  tracestate: string | null;
+  replaces_event_id: string | null;
+}
+
+const COLUMNS = [
+  'event_id', 'event_type', 'schema_version', 'aggregate_id', 'aggregate_version', 'topic',
+  'payload', 'producer', 'occurred_at', 'traceparent', 'tracestate', 'replaces_event_id',
+] as const;
+
+/**
+ * Inserts outbox rows as `pending`, in one multi-row statement.
+ * Parameters: the rows. Returns: nothing. Locks: the new rows; the UNIQUE (aggregate_id, aggregate_version)
+ * and event_id keys make a second writer of the same version wait for the first and then fail with 23505.
+ */
+export async function insertOutboxRows(tx: Queryable, rows: OutboxInsertRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await tx`INSERT INTO message_outbox ${tx(rows as never, COLUMNS as never)}`;
+}

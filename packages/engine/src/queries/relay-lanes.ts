@@ -1,0 +1,64 @@
+import type { Queryable } from '../db/connect.ts';
+
+/** Announces this relay as alive. Locks: its own relay_instance row. */
+export async function heartbeat(sql: Queryable, owner: string): Promise<void> {
+  await sql`
+    INSERT INTO relay_instance (owner) VALUES (${owner})
+    ON CONFLICT (owner) DO UPDATE SET heartbeat_at = now()`;
+}
+
+/** Number of relays whose heartbeat is younger than `ttlMs`, and the number of lanes. Locks: none. */
+export async function laneCensus(sql: Queryable, ttlMs: number): Promise<{ relays: number; lanes: number }> {
+  const [row] = await sql<{ relays: number; lanes: number }[]>`
+    SELECT (SELECT count(*)::int FROM relay_instance WHERE heartbeat_at > now() - ${ttlMs} * interval '1 millisecond') AS relays,
+           (SELECT count(*)::int FROM relay_lane) AS lanes`;
+  return row!;
+}
+
+/** Extends the leases of the lanes `owner` still holds. Returns: those lanes. Locks: their rows. */
+export async function renewLanes(sql: Queryable, owner: string, leaseMs: number): Promise<number[]> {
+  const rows = await sql<{ lane: number }[]>`
+    UPDATE relay_lane SET lease_until = now() + ${leaseMs} * interval '1 millisecond'
+    WHERE owner = ${owner} AND lease_until > now()
+    RETURNING lane`;
+  return rows.map((r) => r.lane);
+}
+
+/**
+ * Takes up to `count` lanes that nobody holds or whose lease expired (their relay died or stalled).
+ * Returns: the lanes taken. Locks: those rows (SKIP LOCKED: two relays never take the same lane).
+ */
+export async function acquireLanes(sql: Queryable, owner: string, count: number, leaseMs: number): Promise<number[]> {
+  if (count <= 0) return [];
+  const rows = await sql<{ lane: number }[]>`
+    WITH free AS (
+      SELECT lane FROM relay_lane
+      WHERE owner IS NULL OR lease_until IS NULL OR lease_until < now()
+      ORDER BY lane
+      LIMIT ${count}
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE relay_lane AS l
+    SET owner = ${owner}, lease_until = now() + ${leaseMs} * interval '1 millisecond', owned_since = now()
+    FROM free WHERE l.lane = free.lane
+    RETURNING l.lane`;
+  return rows.map((r) => r.lane);
+}
+
+/** Gives a lane back so another relay can take it at once. Locks: the lane's row. */
+export async function releaseLane(sql: Queryable, owner: string, lane: number): Promise<void> {
+  await sql`
+    UPDATE relay_lane SET owner = NULL, lease_until = NULL, owned_since = NULL
+    WHERE lane = ${lane} AND owner = ${owner}`;
+}
+
+/** Leaves the relay set: releases every lane and forgets the instance. Locks: those rows. */
+export async function leaveRelaySet(sql: Queryable, owner: string): Promise<void> {
+  await sql`UPDATE relay_lane SET owner = NULL, lease_until = NULL, owned_since = NULL WHERE owner = ${owner}`;
+  await sql`DELETE FROM relay_instance WHERE owner = ${owner}`;
+}
+
+/** Forgets relays silent for longer than `ttlMs` · 10, so the census and the table stay small. Locks: those rows. */
+export async function forgetDeadRelays(sql: Queryable, ttlMs: number): Promise<void> {
+  await sql`DELETE FROM relay_instance WHERE heartbeat_at < now() - ${ttlMs * 10} * interval '1 millisecond'`;
+}

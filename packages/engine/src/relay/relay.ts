@@ -1,0 +1,247 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Sql } from '../db/connect.ts';
+import { WAKE_CHANNEL } from '../outbox/wake.ts';
+import { laneHasForeignLeases } from '../queries/outbox-claim.ts';
+import { leaveRelaySet } from '../queries/relay-lanes.ts';
+import { releaseLeases } from '../queries/outbox-settle.ts';
+import { backoffDelayMs } from '../retry/backoff.ts';
+import { silentLogger, type Logger } from '../telemetry/logger.ts';
+import type { CycleResult } from './cycle.ts';
+import type { LaneExecutor } from './executor.ts';
+import { balanceLanes, releaseLane } from './lanes.ts';
+import { resolveRelayOptions, type RelayOptions } from './options.ts';
+
+/**
+ * The relay loop, a small state machine:
+ *
+ *   created ──start()──▶ running ──stop()──▶ stopping ──▶ stopped
+ *
+ * While running, every lane this relay leases is in one of: idle (waiting for a wake-up, the poll or its pause
+ * to end), busy (one cycle in flight: never two per lane, which keeps the lane's order), or releasing (over the
+ * fair share: no new cycle, given back once idle). A cycle that came back full runs again at once; wake-ups
+ * (NOTIFY after a business commit) and the poll make idle lanes due. stop() stops claiming, waits for in-flight
+ * cycles to settle, hands back leases of anything claimed and unsettled, and leaves the relay set so other
+ * relays take the lanes at once.
+ */
+export interface RelayConfig {
+  sql: Sql;
+  executor: LaneExecutor;
+  options?: Partial<RelayOptions>;
+  /** @defaultValue `<hostname>-<pid>-<random>` */
+  owner?: string;
+  log?: Logger;
+}
+
+export interface RelayStats {
+  owner: string;
+  lanes: number[];
+  cycles: number;
+  published: number;
+  rescheduled: number;
+  failed: number;
+  errors: number;
+}
+
+interface LaneState {
+  busy: boolean;
+  releasing: boolean;
+  /** A newly taken lane waits until the previous owner's leases in it are over. */
+  takeover: boolean;
+  nextAt: number;
+  pausedUntil: number;
+  errors: number;
+}
+
+export class Relay {
+  readonly owner: string;
+  readonly #sql: Sql;
+  readonly #executor: LaneExecutor;
+  readonly #options: RelayOptions;
+  readonly #log: Logger;
+  readonly #lanes = new Map<number, LaneState>();
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #stats = { cycles: 0, published: 0, rescheduled: 0, failed: 0, errors: 0 };
+  #state: 'created' | 'running' | 'stopping' | 'stopped' = 'created';
+  #balanceTimer: NodeJS.Timeout | null = null;
+  #wakeTimer: NodeJS.Timeout | null = null;
+  #unlisten: (() => Promise<void>) | null = null;
+  #balancing: Promise<void> | null = null;
+  #stopped: Promise<void> | null = null;
+
+  constructor(config: RelayConfig) {
+    this.#sql = config.sql;
+    this.#executor = config.executor;
+    this.#options = resolveRelayOptions(config.options);
+    this.owner = config.owner ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.#log = (config.log ?? silentLogger).child({ role: 'relay', owner: this.owner });
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== 'created') throw new Error(`relay ${this.owner} was already started`);
+    this.#state = 'running';
+    try {
+      const listener = await this.#sql.listen(WAKE_CHANNEL, () => this.wake());
+      this.#unlisten = () => listener.unlisten();
+    } catch (cause) {
+      // Without LISTEN the poll still finds everything, only later.
+      this.#log.warn({ err: String(cause) }, 'relay could not LISTEN for wake-ups; polling only');
+    }
+    await this.#balance();
+    this.#balanceTimer = setInterval(() => void this.#balance(), Math.floor(this.#options.laneLeaseMs / 3));
+    this.#log.info({ lanes: [...this.#lanes.keys()] }, 'relay started');
+  }
+
+  /** Makes every idle lane due now (a commit wrote outbox rows). */
+  wake(): void {
+    const now = Date.now();
+    for (const lane of this.#lanes.values()) if (lane.pausedUntil <= now) lane.nextAt = Math.min(lane.nextAt, now);
+    this.#schedule();
+  }
+
+  stats(): RelayStats {
+    return { owner: this.owner, lanes: [...this.#lanes.keys()].sort((a, b) => a - b), ...this.#stats };
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#state === 'created') {
+      this.#state = 'stopped';
+      await this.#executor.close();
+      return;
+    }
+    this.#state = 'stopping';
+    if (this.#balanceTimer) clearInterval(this.#balanceTimer);
+    if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
+    await this.#unlisten?.().catch(() => {});
+    await this.#balancing;
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    try {
+      const released = await releaseLeases(this.#sql, this.owner);
+      await leaveRelaySet(this.#sql, this.owner);
+      if (released > 0) this.#log.info({ released }, 'relay handed back leases of unsettled rows');
+    } catch (cause) {
+      // The leases expire by themselves; another relay re-sends those rows.
+      this.#log.warn({ err: String(cause) }, 'relay could not hand back its leases; they will expire');
+    }
+    await this.#executor.close();
+    this.#lanes.clear();
+    this.#state = 'stopped';
+    this.#log.info({ ...this.#stats }, 'relay stopped');
+  }
+
+  #balance(): Promise<void> {
+    if (this.#balancing || this.#state !== 'running') return this.#balancing ?? Promise.resolve();
+    this.#balancing = this.#rebalance().finally(() => {
+      this.#balancing = null;
+    });
+    return this.#balancing;
+  }
+
+  async #rebalance(): Promise<void> {
+    try {
+      const changes = await balanceLanes(this.#sql, this.owner, this.#options.laneLeaseMs, new Set(this.#lanes.keys()));
+      for (const lane of changes.lost) this.#lanes.delete(lane);
+      for (const lane of changes.gained) {
+        this.#lanes.set(lane, { busy: false, releasing: false, takeover: true, nextAt: 0, pausedUntil: 0, errors: 0 });
+      }
+      for (const lane of changes.surplus) {
+        const state = this.#lanes.get(lane);
+        if (state) state.releasing = true;
+      }
+      if (changes.gained.length || changes.lost.length) {
+        this.#log.info({ gained: changes.gained, lost: changes.lost, lanes: [...changes.owned] }, 'relay lanes changed');
+      }
+      await this.#releaseIdleSurplus();
+    } catch (cause) {
+      // Unrenewed leases lapse by themselves; the claim's ownership check stops work in lanes no longer ours.
+      this.#log.warn({ err: String(cause) }, 'relay could not renew its lanes');
+    }
+    this.#schedule();
+  }
+
+  async #releaseIdleSurplus(): Promise<void> {
+    for (const [lane, state] of this.#lanes) {
+      if (state.releasing && !state.busy) {
+        await releaseLane(this.#sql, this.owner, lane);
+        this.#lanes.delete(lane);
+      }
+    }
+  }
+
+  #schedule(): void {
+    if (this.#state !== 'running') return;
+    const now = Date.now();
+    let soonest = Infinity;
+    for (const [lane, state] of this.#lanes) {
+      if (state.busy || state.releasing) continue;
+      if (state.nextAt > now) {
+        soonest = Math.min(soonest, state.nextAt);
+        continue;
+      }
+      if (this.#inFlight.size >= this.#options.maxInFlight) break;
+      this.#startCycle(lane, state);
+    }
+    if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
+    this.#wakeTimer = null;
+    if (soonest !== Infinity) {
+      this.#wakeTimer = setTimeout(() => this.#schedule(), Math.max(1, soonest - now));
+    }
+  }
+
+  #startCycle(lane: number, state: LaneState): void {
+    state.busy = true;
+    const run = this.#cycle(lane, state).finally(() => {
+      state.busy = false;
+      this.#inFlight.delete(run);
+      this.#schedule();
+    });
+    this.#inFlight.add(run);
+  }
+
+  async #cycle(lane: number, state: LaneState): Promise<void> {
+    try {
+      if (state.takeover) {
+        if (await laneHasForeignLeases(this.#sql, lane, this.owner)) {
+          state.nextAt = Date.now() + 1000;
+          return;
+        }
+        state.takeover = false;
+      }
+      const result = await this.#executor.run({ lane, owner: this.owner });
+      this.#record(result);
+      state.errors = 0;
+      const now = Date.now();
+      if (result.pauseMs !== null) {
+        state.pausedUntil = now + result.pauseMs;
+        state.nextAt = state.pausedUntil;
+      } else {
+        state.nextAt = result.claimed >= this.#options.batchSize ? now : now + this.#options.pollMs;
+      }
+    } catch (cause) {
+      // The database or the worker failed: the rows stay leased and are re-sent after the lease if need be.
+      this.#stats.errors++;
+      state.errors++;
+      const delay = Math.max(100, backoffDelayMs(state.errors, this.#options.backoff));
+      state.nextAt = Date.now() + delay;
+      this.#log.warn({ lane, err: String(cause), retryInMs: delay }, 'relay cycle failed');
+    }
+  }
+
+  #record(result: CycleResult): void {
+    this.#stats.cycles++;
+    this.#stats.published += result.published;
+    this.#stats.rescheduled += result.rescheduled;
+    this.#stats.failed += result.failed;
+    if (result.error) {
+      this.#log.warn(
+        { lane: result.lane, code: result.error.code, kind: result.error.kind, rescheduled: result.rescheduled, failed: result.failed, pauseMs: result.pauseMs },
+        'relay publish failed',
+      );
+    }
+  }
+}

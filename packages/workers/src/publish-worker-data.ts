@@ -1,0 +1,10 @@
+import type { KafkaConnection, RelayOptions } from '@postbox/engine';
+
+/** What a publish worker thread needs to open its own connections. Plain data: it is structured-cloned. */
+export interface PublishWorkerData {
+  databaseUrl: string;
+  /** @defaultValue 2: a thread runs one cycle at a time; one spare for the settle after a slow publish */
+  databasePoolSize: number;
+  kafka: KafkaConnection;
+  relay: RelayOptions;
+}

@@ -1,0 +1,16 @@
+// Piscina worker: hosts the engine's relay cycle. Each thread owns its PostgreSQL pool and its Kafka producer,
+// opened once when the thread starts; a task is one lane batch (claim → publish → settle), so no rows cross
+// the thread boundary, only the small task and its counts.
+import { workerData } from 'node:worker_threads';
+import { connect, KafkaPublisher, runLaneCycle, type LaneTask } from '@postbox/engine';
+import type { PublishWorkerData } from './publish-worker-data.ts';
+
+const data = workerData as PublishWorkerData;
+
+async function open() {
+  const sql = connect({ url: data.databaseUrl, max: data.databasePoolSize, applicationName: 'postbox-relay-worker' });
+  const publisher = new KafkaPublisher({ ...data.kafka, clientId: `${data.kafka.clientId ?? 'postbox'}-relay` });
+  return (task: LaneTask) => runLaneCycle({ sql, publisher, options: data.relay }, task);
+}
+
+export default open();

@@ -1,0 +1,37 @@
+import { randomBytes } from 'node:crypto';
+import { connect, migrate, type Sql } from '@postbox/engine';
+import { stack } from './stack.ts';
+
+export interface TestDatabase {
+  url: string;
+  sql: Sql;
+  /** Ends the pool and drops the database. */
+  drop(): Promise<void>;
+}
+
+/** A new, migrated database of its own for one test file: tests never share state. */
+export async function freshDatabase(prefix = 'pbt'): Promise<TestDatabase> {
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = connect({ url: stack.DATABASE_URL, max: 1, applicationName: 'postbox-test-admin' });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = withDatabase(stack.DATABASE_URL, name);
+  const sql = connect({ url, max: 10, applicationName: 'postbox-test' });
+  await migrate(sql);
+  return {
+    url,
+    sql,
+    async drop() {
+      await sql.end({ timeout: 5 });
+      const a = connect({ url: stack.DATABASE_URL, max: 1 });
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await a.end();
+    },
+  };
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}

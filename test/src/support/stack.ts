@@ -1,0 +1,4 @@
+import { stackEnv, type StackEnv } from '@postbox/api/stack';
+
+/** The services the suite runs against: the local stack (`postbox stack up` runs before the suite) or env vars. */
+export const stack: StackEnv = stackEnv();
