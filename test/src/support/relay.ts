@@ -1,0 +1,17 @@
+import { inlineExecutor, KafkaPublisher, Relay, resolveRelayOptions, type RelayOptions, type Sql } from '@postbox/engine';
+import { stack } from './stack.ts';
+
+/** An in-process relay on the calling thread, for tests that need one but not its process boundary. */
+export async function startTestRelay(sql: Sql, options: Partial<RelayOptions> = {}): Promise<Relay> {
+  const resolved = resolveRelayOptions({ pollMs: 200, ...options });
+  const publisher = new KafkaPublisher({ brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-test-relay' });
+  const relay = new Relay({ sql, executor: inlineExecutor({ sql, publisher, options: resolved }), options: resolved });
+  await relay.start();
+  return relay;
+}
+
+/** Outbox rows by status. */
+export async function outboxCounts(sql: Sql): Promise<Record<string, number>> {
+  const rows = await sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM message_outbox GROUP BY status`;
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
