@@ -1,2 +1,4 @@
 export { createPublishPool, type PublishPoolOptions } from './pools.ts';
 export type { PublishWorkerData } from './publish-worker-data.ts';
+export { createConsumePool, type ConsumePoolOptions } from './consume-pool.ts';
+export type { ConsumeWorkerData } from './consume-worker-data.ts';

@@ -1,5 +1,5 @@
-import { Piscina } from 'piscina';
 import type { CycleResult, LaneExecutor, LaneTask } from '@postbox/engine';
+import { fixedPool } from './fixed-pool.ts';
 import type { PublishWorkerData } from './publish-worker-data.ts';
 
 export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoolSize'> {
@@ -9,11 +9,7 @@ export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoo
   databasePoolSize?: number;
 }
 
-/**
- * A LaneExecutor backed by a fixed piscina pool. Threads live as long as the pool (a long idleTimeout: an idle
- * thread that ended would drop its producer and pool), the queue is bounded, and atomics are off so a thread
- * waiting for its next task keeps serving its sockets.
- */
+/** A LaneExecutor backed by a fixed piscina pool; each thread owns a producer and a small PostgreSQL pool. */
 export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
   const threads = options.threads ?? 2;
   const workerData: PublishWorkerData = {
@@ -22,25 +18,6 @@ export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
     kafka: options.kafka,
     relay: options.relay,
   };
-  const pool = new Piscina({
-    filename: new URL('./publish.worker.ts', import.meta.url).href,
-    workerData,
-    minThreads: threads,
-    maxThreads: threads,
-    idleTimeout: 24 * 60 * 60 * 1000,
-    maxQueue: threads * 64,
-    concurrentTasksPerWorker: 1,
-    atomics: 'disabled',
-  });
-  let closing: Promise<void> | null = null;
-  return {
-    run: (task: LaneTask) => pool.run(task) as Promise<CycleResult>,
-    close() {
-      closing ??= pool.close().then(
-        () => pool.destroy(),
-        () => pool.destroy(),
-      );
-      return closing;
-    },
-  };
+  const { pool, close } = fixedPool(new URL('./publish.worker.ts', import.meta.url), workerData, threads, threads * 64);
+  return { run: (task: LaneTask) => pool.run(task) as Promise<CycleResult>, close };
 }

@@ -7,6 +7,9 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
   stack: { summary: 'local services: up | down [--purge] | status', load: async () => (await import('../cli/stack-command.ts')).stackCommand },
   migrate: { summary: 'apply database migrations', load: async () => (await import('../cli/migrate-command.ts')).migrateCommand },
   relay: { summary: 'run a relay (outbox → Kafka)', load: async () => (await import('../cli/relay-command.ts')).relayCommand },
+  failures: { summary: 'failures: list | show | blocked | replay (audited, --dry-run)', load: async () => (await import('../cli/failures-command.ts')).failuresCommand },
+  gaps: { summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions', load: async () => (await import('../cli/gaps-command.ts')).gapsCommand },
+  consume: { summary: 'run consumers (Kafka → inbox-deduplicated, ordered handlers)', load: async () => (await import('../cli/consume-command.ts')).consumeCommand },
 };
 
 function help(): string {

@@ -2,6 +2,8 @@ import { parseArgs } from 'node:util';
 import { connect, createLogger, createWaker, migrate, outboxBacklog } from '@postbox/engine';
 import { readConfig } from '../config/env.ts';
 import { startOrderService } from '../demo/order-service.ts';
+import { demoProjectionConsumer } from '../demo/order-projection.ts';
+import { startConsumer } from './consume-command.ts';
 import { stackUp } from '../stack/index.ts';
 import { relaySql, startRelay } from './relay-role.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
@@ -31,26 +33,29 @@ export async function startCommand(argv: string[]): Promise<number> {
     if (!relay) return 0;
     const waker = createWaker(sql);
     const topic = config.topics[0]!.topic;
+    const consumer = await startConsumer(config, demoProjectionConsumer(topic), log);
     const demo = config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate }) : null;
-    console.log(`postbox running: relay ${relay.owner} (lanes ${relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s`);
+    console.log(`postbox running: relay ${relay.owner} (lanes ${relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`);
     console.log('Ctrl-C to stop.');
     const progress = setInterval(() => {
       void outboxBacklog(sql).then(
         (b) => {
           const age = b.oldestPendingAgeMs === null ? '-' : `${(b.oldestPendingAgeMs / 1000).toFixed(1)}s`;
+          const c = consumer.stats();
           console.log(
-            `[${new Date().toISOString().slice(11, 19)}] committed ${demo?.committed() ?? 0}  published ${b.published}  pending ${b.pending + b.publishing}  failed ${b.failed}  oldest pending ${age}`,
+            `[${new Date().toISOString().slice(11, 19)}] committed ${demo?.committed() ?? 0}  published ${b.published}  pending ${b.pending + b.publishing}  failed ${b.failed}  oldest pending ${age}  |  consumed ${c.applied + c.drained}  duplicates absorbed ${c.duplicates}  parked ${c.parked}  consumer failed ${c.failed}  lag ${c.lag.length === 0 ? '-' : c.totalLag}`,
           );
         },
         (cause: unknown) => console.log(`progress: database unavailable (${(cause as Error).message})`),
       );
     }, 5000);
     await untilAborted(signal);
-    console.log('stopping: demo, then relay (finishing in-flight batches)…');
+    console.log('stopping: demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
     clearInterval(progress);
     await demo?.stop();
     await waker.flush();
     await relay.stop();
+    await consumer.stop();
     console.log('stopped cleanly; the stack keeps running (npm run stack -- down to stop it)');
     return 0;
   } finally {

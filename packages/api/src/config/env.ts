@@ -15,6 +15,8 @@ export interface PostboxConfig {
   relayThreads: number;
   logLevel: string;
   demoRate: number;
+  /** How often each consumer checks its retry ledger against the scheduler's jobs. */
+  retryReconcileMs: number;
 }
 
 export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env): PostboxConfig {
@@ -34,6 +36,7 @@ export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env
     relayThreads: int(env, 'POSTBOX_RELAY_THREADS', 2, 0),
     logLevel: env.LOG_LEVEL ?? 'info',
     demoRate: int(env, 'POSTBOX_DEMO_RATE', 50, 0),
+    retryReconcileMs: int(env, 'POSTBOX_RETRY_RECONCILE_MS', 60_000, 1000),
   };
 }
 

@@ -19,6 +19,8 @@ export interface Envelope {
   producer: string;
   traceparent?: string | undefined;
   tracestate?: string | undefined;
+  /** ISO-8601: past it the event is moot — a transient failure then ends as `expired`, not retried. */
+  deadline?: string | undefined;
   data: unknown;
 }
 
@@ -67,6 +69,7 @@ const envelopeSchema = z.object({
     .max(512, { error: 'must be at most 512 characters' })
     .regex(NO_CONTROL, { error: 'must not contain control characters' })
     .optional(),
+  deadline: z.iso.datetime({ offset: true, error: 'must be an ISO-8601 timestamp with offset' }).optional(),
   data: z.unknown().refine((v) => v !== undefined, { error: 'is required' }),
 });
 

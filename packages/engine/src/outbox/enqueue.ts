@@ -20,6 +20,8 @@ export interface EventInput {
   producer?: string;
   traceparent?: string;
   tracestate?: string;
+  /** ISO-8601 with offset: past it, the event is not retried any more (it ends `expired`). */
+  deadline?: string;
   /** Set by replay of an edited payload: the event this one replaces. */
   replaces_event_id?: string;
 }
@@ -50,6 +52,7 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       producer: input.producer ?? options.producer ?? 'postbox',
       ...(input.traceparent === undefined ? {} : { traceparent: input.traceparent }),
       ...(input.tracestate === undefined ? {} : { tracestate: input.tracestate }),
+      ...(input.deadline === undefined ? {} : { deadline: input.deadline }),
       data: input.data,
     });
     const payload = encodeData(envelope, options.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES);
@@ -66,6 +69,7 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       occurred_at: envelope.occurred_at,
       traceparent: envelope.traceparent ?? null,
       tracestate: envelope.tracestate ?? null,
+      deadline: envelope.deadline ?? null,
       replaces_event_id: input.replaces_event_id ?? null,
     });
   }

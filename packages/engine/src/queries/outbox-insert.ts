@@ -12,12 +12,13 @@ export interface OutboxInsertRow {
   occurred_at: string;
   traceparent: string | null;
   tracestate: string | null;
+  deadline: string | null;
   replaces_event_id: string | null;
 }
 
 const COLUMNS = [
   'event_id', 'event_type', 'schema_version', 'aggregate_id', 'aggregate_version', 'topic',
-  'payload', 'producer', 'occurred_at', 'traceparent', 'tracestate', 'replaces_event_id',
+  'payload', 'producer', 'occurred_at', 'traceparent', 'tracestate', 'deadline', 'replaces_event_id',
 ] as const;
 
 /**

@@ -1,8 +1,8 @@
 import type { Sql } from '../db/connect.ts';
-import type { PostboxError } from '../errors.ts';
+import { BrokerError, type PostboxError } from '../errors.ts';
 import { claimLaneBatch, type ClaimedRow } from '../queries/outbox-claim.ts';
 import { markFailed, markPublished, reschedule, type PublishedPosition } from '../queries/outbox-settle.ts';
-import type { Publisher } from '../ports/publisher.ts';
+import type { OutboundMessage, Publisher, PublishOutcome } from '../ports/publisher.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
 import type { RelayOptions } from './options.ts';
 import { recordBytes, toRecord } from './record.ts';
@@ -47,7 +47,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
 
   const oversize: ClaimedRow[] = [];
   const sendable: ClaimedRow[] = [];
-  const messages = [];
+  const messages: OutboundMessage[] = [];
   for (const row of rows) {
     const message = toRecord(row);
     if (recordBytes(message) > options.maxMessageBytes) oversize.push(row);
@@ -60,7 +60,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
     result.failed += await markFailed(sql, oversize.map((r) => r.event_id), task.owner, `message_too_large: over ${options.maxMessageBytes} bytes`);
   }
 
-  const outcomes = await publisher.publish(messages);
+  const outcomes = await publishWithin(publisher, messages, Math.floor(options.leaseMs / 2));
   const positions: PublishedPosition[] = [];
   const retry: ClaimedRow[] = [];
   const failed: ClaimedRow[] = [];
@@ -91,6 +91,25 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
     result.error = { code: e.code, kind: e.kind, message: e.message };
   }
   return result;
+}
+
+/**
+ * The lease must outlast the publish, so the publish gets half the lease. Past that the outcome is unknown (the
+ * broker may still store the records): the rows are retried with the same ids, and consumers absorb a duplicate.
+ */
+async function publishWithin(publisher: Publisher, messages: OutboundMessage[], timeoutMs: number): Promise<PublishOutcome[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<PublishOutcome[]>((resolve) => {
+    timer = setTimeout(() => {
+      const error = new BrokerError('publish_timeout', 'unknown', `publish did not complete within ${timeoutMs} ms (half the lease)`);
+      resolve(messages.map(() => ({ ok: false, error })));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([publisher.publish(messages), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function describe(error: PostboxError, attempts: number): string {

@@ -21,6 +21,7 @@ export function toRecord(row: ClaimedRow): OutboundMessage {
   };
   if (row.traceparent) headers.traceparent = row.traceparent;
   if (row.tracestate) headers.tracestate = row.tracestate;
+  if (row.deadline) headers.ce_deadline = row.deadline.toISOString();
   return { topic: row.topic, key: row.aggregate_id, value: row.payload, headers };
 }
 

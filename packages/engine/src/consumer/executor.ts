@@ -1,0 +1,28 @@
+import { connect } from '../db/connect.ts';
+import { consumeBatch } from './apply-batch.ts';
+import type { ConsumerDefinition } from './definition.ts';
+import { loadHandler } from './handler.ts';
+import type { ConsumeTask, ConsumeTaskResult } from './wire.ts';
+
+/** Runs consume tasks somewhere: a piscina pool (@postbox/workers createConsumePool) or this thread. */
+export interface ConsumeExecutor {
+  /** Tasks that may run at once (the pool's threads). */
+  readonly concurrency: number;
+  run(task: ConsumeTask): Promise<ConsumeTaskResult>;
+  close(): Promise<void>;
+}
+
+/** The consume step on the calling thread, with its own pool: for tests, debugging and threads = 0. */
+export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUrl: string): ConsumeExecutor {
+  const sql = connect({ url: databaseUrl, max: definition.limits.databasePoolSize, applicationName: `postbox-consumer-${definition.name}` });
+  const handler = loadHandler(definition.handler);
+  let closed: Promise<void> | null = null;
+  return {
+    concurrency: 1,
+    run: async (task) => consumeBatch({ sql, handler: await handler, definition }, task),
+    close() {
+      closed ??= sql.end({ timeout: 5 });
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,88 @@
+import { validateEnvelope, type Envelope } from '../envelope/envelope.ts';
+import { EnvelopeValidationError } from '../errors.ts';
+import type { InboundRecord } from '../ports/subscriber.ts';
+import { acceptsSchema, type ConsumerDefinition } from './definition.ts';
+
+/** Why a record can never be applied as it is. Each code is stored in message_failure.error_code. */
+export type PoisonCode = 'event_too_large' | 'not_utf8' | 'not_json' | 'envelope_invalid' | 'key_mismatch' | 'unknown_schema_version';
+
+export type ParsedRecord =
+  | { ok: true; envelope: Envelope }
+  | {
+      ok: false;
+      code: PoisonCode;
+      detail: string;
+      envelope?: Envelope;
+      /** What could be read of its identity, for the failure row and the block. */
+      eventId: string | null;
+      eventType: string | null;
+      aggregateId: string | null;
+      aggregateVersion: number | null;
+    };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Reads a CloudEvents binary-mode record (see relay/record.ts) into a validated envelope, or says exactly why
+ * not. Checks in order: size, UTF-8, JSON, envelope contract, key = aggregate id, accepted schema version.
+ */
+export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>): ParsedRecord {
+  const h = record.headers;
+  const poison = (code: PoisonCode, detail: string, envelope?: Envelope): ParsedRecord => {
+    const version = Number(envelope?.aggregate_version ?? h.ce_aggregateversion);
+    return {
+      ok: false,
+      code,
+      detail,
+      ...(envelope ? { envelope } : {}),
+      eventId: envelope?.event_id ?? (h.ce_id && UUID.test(h.ce_id) ? h.ce_id.toLowerCase() : null),
+      eventType: envelope?.event_type ?? h.ce_type ?? null,
+      aggregateId: envelope?.aggregate_id ?? h.ce_subject ?? record.key,
+      aggregateVersion: Number.isSafeInteger(version) && version >= 1 ? version : null,
+    };
+  };
+  const value = record.value;
+  const size = value?.length ?? 0;
+  if (size > definition.limits.maxEventBytes) return poison('event_too_large', `value is ${size} bytes, over maxEventBytes ${definition.limits.maxEventBytes}`);
+  if (!value || size === 0) return poison('not_json', 'the record has no value');
+  let text: string;
+  try {
+    text = utf8.decode(value);
+  } catch {
+    return poison('not_utf8', 'the value is not valid UTF-8');
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (cause) {
+    return poison('not_json', `the value is not JSON: ${(cause as Error).message}`);
+  }
+  let envelope: Envelope;
+  try {
+    envelope = validateEnvelope({
+      event_id: h.ce_id,
+      event_type: h.ce_type,
+      schema_version: h.ce_schemaversion === undefined ? undefined : Number(h.ce_schemaversion),
+      aggregate_id: h.ce_subject,
+      aggregate_version: h.ce_aggregateversion === undefined ? undefined : Number(h.ce_aggregateversion),
+      occurred_at: h.ce_time,
+      producer: h.ce_source,
+      ...(h.traceparent === undefined ? {} : { traceparent: h.traceparent }),
+      ...(h.tracestate === undefined ? {} : { tracestate: h.tracestate }),
+      ...(h.ce_deadline === undefined ? {} : { deadline: h.ce_deadline }),
+      data,
+    });
+  } catch (cause) {
+    if (cause instanceof EnvelopeValidationError) return poison('envelope_invalid', cause.message);
+    throw cause;
+  }
+  if (record.key !== envelope.aggregate_id) {
+    return poison('key_mismatch', `record key ${JSON.stringify(record.key)} is not the aggregate id ${JSON.stringify(envelope.aggregate_id)}`, envelope);
+  }
+  if (!acceptsSchema(definition, envelope.event_type, envelope.schema_version)) {
+    const accepted = definition.schemaVersions[envelope.event_type] ?? [1];
+    return poison('unknown_schema_version', `${envelope.event_type} schema_version ${envelope.schema_version} is not accepted (accepted: ${accepted.join(', ')})`, envelope);
+  }
+  return { ok: true, envelope };
+}

@@ -1,0 +1,62 @@
+import type { Queryable } from '../db/connect.ts';
+
+/** The record as received, kept so that draining replays the same bytes. */
+export interface StoredRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  /** base64 of the value bytes, or null for a null value */
+  value: string | null;
+  headers: Record<string, string>;
+}
+
+export interface ParkedRow {
+  aggregate_id: string;
+  aggregate_version: number;
+  event_id: string;
+  expected_version: number;
+  record: StoredRecord;
+}
+
+/**
+ * Parks future versions until their gap fills (durable: a parked event counts as settled for offsets).
+ * A second event claiming an already parked (aggregate, version) is not stored again.
+ * Parameters: consumer, rows. Locks: the new rows (callers hold the aggregate's version row lock).
+ */
+export async function parkEvents(sql: Queryable, consumer: string, rows: ParkedRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await sql`
+    INSERT INTO message_parked (consumer_name, aggregate_id, aggregate_version, event_id, topic, broker_partition,
+                                broker_offset, record, expected_version)
+    SELECT ${consumer}, a, v, e, t, p, o, r::jsonb, x
+    FROM unnest(${rows.map((r) => r.aggregate_id)}::text[], ${rows.map((r) => r.aggregate_version)}::bigint[],
+                ${rows.map((r) => r.event_id)}::uuid[], ${rows.map((r) => r.record.topic)}::text[],
+                ${rows.map((r) => r.record.partition)}::int[], ${rows.map((r) => r.record.offset)}::bigint[],
+                ${rows.map((r) => JSON.stringify(r.record))}::text[], ${rows.map((r) => r.expected_version)}::bigint[])
+         AS u(a, v, e, t, p, o, r, x)
+    ON CONFLICT (consumer_name, aggregate_id, aggregate_version) DO NOTHING`;
+}
+
+/**
+ * Parked events of the given aggregates in version order: the drain candidates after an apply.
+ * Parameters: consumer, aggregate ids. Rows returned: parked rows. Locks: none (the version row lock covers them).
+ */
+export async function parkedOf(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<ParkedRow[]> {
+  if (aggregateIds.length === 0) return [];
+  const rows = await sql<{ aggregate_id: string; aggregate_version: string; event_id: string; expected_version: string; record: StoredRecord }[]>`
+    SELECT aggregate_id, aggregate_version::text, event_id, expected_version::text, record
+    FROM message_parked
+    WHERE consumer_name = ${consumer} AND aggregate_id = ANY(${aggregateIds}::text[])
+    ORDER BY aggregate_id, aggregate_version`;
+  return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version), expected_version: Number(r.expected_version) }));
+}
+
+/** Deletes drained (or superseded) parked rows. Parameters: consumer, (aggregate, version) pairs. */
+export async function deleteParked(sql: Queryable, consumer: string, keys: Array<{ aggregate_id: string; aggregate_version: number }>): Promise<void> {
+  if (keys.length === 0) return;
+  await sql`
+    DELETE FROM message_parked AS p
+    USING unnest(${keys.map((k) => k.aggregate_id)}::text[], ${keys.map((k) => k.aggregate_version)}::bigint[]) AS u(a, v)
+    WHERE p.consumer_name = ${consumer} AND p.aggregate_id = u.a AND p.aggregate_version = u.v`;
+}

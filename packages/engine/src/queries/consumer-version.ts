@@ -1,0 +1,42 @@
+import type { Queryable } from '../db/connect.ts';
+
+export interface AggregateState {
+  /** 0 when this consumer has applied nothing of the aggregate yet. */
+  lastVersion: number;
+  /** Set when the aggregate is blocked (its head event is in the failure store): that event's id, or null. */
+  blockedBy: string | null | undefined;
+}
+
+/**
+ * Locks the version rows of the given aggregates for the rest of the transaction, creating missing ones with
+ * last_version 0 first, so that even a brand-new aggregate has a row to lock: two owners of one aggregate
+ * during a rebalance are serialised here (the second waits, then sees the first one's result). Aggregates are
+ * locked in id order so two batches cannot deadlock on each other.
+ * Parameters: consumer name, distinct aggregate ids. Rows returned: one per aggregate, with its block if any.
+ * Locks: FOR UPDATE on consumer_aggregate_version rows.
+ */
+export async function lockAggregates(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<Map<string, AggregateState>> {
+  const ids = [...aggregateIds].sort();
+  await sql`
+    INSERT INTO consumer_aggregate_version (consumer_name, aggregate_id, last_version)
+    SELECT ${consumer}, a, 0 FROM unnest(${ids}::text[]) AS a ORDER BY a
+    ON CONFLICT (consumer_name, aggregate_id) DO NOTHING`;
+  const rows = await sql<{ aggregate_id: string; last_version: string; blocked: boolean; blocked_event: string | null }[]>`
+    SELECT v.aggregate_id, v.last_version::text, b.aggregate_id IS NOT NULL AS blocked, b.event_id AS blocked_event
+    FROM consumer_aggregate_version v
+    LEFT JOIN consumer_blocked_aggregate b ON b.consumer_name = v.consumer_name AND b.aggregate_id = v.aggregate_id
+    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = ANY(${ids}::text[])
+    ORDER BY v.aggregate_id
+    FOR UPDATE OF v`;
+  return new Map(rows.map((r) => [r.aggregate_id, { lastVersion: Number(r.last_version), blockedBy: r.blocked ? r.blocked_event : undefined }]));
+}
+
+/** Stores the new last versions (rows locked by lockAggregates). Parameters: consumer, (aggregate, version) pairs. */
+export async function saveVersions(sql: Queryable, consumer: string, versions: Map<string, number>): Promise<void> {
+  if (versions.size === 0) return;
+  await sql`
+    UPDATE consumer_aggregate_version AS v
+    SET last_version = u.last, updated_at = now()
+    FROM unnest(${[...versions.keys()]}::text[], ${[...versions.values()]}::bigint[]) AS u(aggregate_id, last)
+    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = u.aggregate_id`;
+}

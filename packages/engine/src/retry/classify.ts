@@ -1,0 +1,73 @@
+import { classifyKafkaError } from '../adapters/kafka/classify.ts';
+import { PostboxError, type ErrorKind } from '../errors.ts';
+
+/**
+ * One classifier for every failure Postbox meets (DESIGN §7, seed §10). Each class has one policy:
+ * - transient → the durable retry schedule (backoff + budget);
+ * - permanent → the failure store, no retry;
+ * - unknown   → query the final state first (did the commit happen?), then treat as one of the above.
+ * Serialization failures and deadlocks are also `immediate`: worth a few quick retries in process, since the
+ * conflicting transaction is usually gone a moment later.
+ */
+export interface Classification {
+  kind: ErrorKind;
+  code: string;
+  /** Retry at once, in process, a small fixed number of times (40001, 40P01 only). */
+  immediate: boolean;
+}
+
+export const IMMEDIATE_RETRIES = 3;
+
+// SQLSTATE classes and codes (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+const TRANSIENT_SQLSTATE_CLASSES = new Set(['08', '53', '57', '58']); // connection, resources, operator intervention, system
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '55P03', '55006']); // serialization, deadlock, lock not available, object in use
+const IMMEDIATE_SQLSTATES = new Set(['40001', '40P01']);
+const PERMANENT_SQLSTATE_CLASSES = new Set(['22', '23', '42', '2B', '2F', '44', '0A', '28', '3D', '3F']);
+
+// Node and postgres.js error codes for a connection that failed or went away.
+const NETWORK_CODES = new Set([
+  'ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN',
+  'EAI_AGAIN', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
+]);
+
+interface CodedError {
+  code?: unknown;
+  name?: string;
+  cause?: unknown;
+}
+
+export function classify(error: unknown): Classification {
+  if (error instanceof PostboxError) return { kind: error.kind, code: error.code, immediate: false };
+  const e = (error ?? {}) as CodedError;
+  if (typeof e.name === 'string' && e.name.startsWith('KafkaJS')) {
+    const k = classifyKafkaError(error);
+    return { kind: k.kind, code: k.code, immediate: false };
+  }
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  if (code && /^[0-9A-Z]{5}$/.test(code) && e.name === 'PostgresError') return classifySqlState(code);
+  if (code && NETWORK_CODES.has(code)) return { kind: 'transient', code: `network_${code.toLowerCase()}`, immediate: false };
+  if (e.cause && e.cause !== error) {
+    const inner = classify(e.cause);
+    if (inner.code !== 'error') return inner;
+  }
+  // A handler's ordinary error: assume the world may change (a dependency comes back); the budget bounds it.
+  return { kind: 'transient', code: 'error', immediate: false };
+}
+
+export function classifySqlState(sqlstate: string): Classification {
+  const code = `pg_${sqlstate.toLowerCase()}`;
+  if (TRANSIENT_SQLSTATES.has(sqlstate)) return { kind: 'transient', code, immediate: IMMEDIATE_SQLSTATES.has(sqlstate) };
+  const cls = sqlstate.slice(0, 2);
+  if (TRANSIENT_SQLSTATE_CLASSES.has(cls)) return { kind: 'transient', code, immediate: false };
+  if (PERMANENT_SQLSTATE_CLASSES.has(cls)) return { kind: 'permanent', code, immediate: false };
+  return { kind: 'transient', code, immediate: false };
+}
+
+/**
+ * A failure after the transaction's body ran (at COMMIT) over a broken connection: the database may have
+ * committed. The caller must look (e.g. for its inbox row) before it decides.
+ */
+export function commitOutcomeUnknown(error: unknown): boolean {
+  const c = classify(error);
+  return c.code.startsWith('network_') || c.code.startsWith('pg_08') || c.code === 'pg_57p01';
+}

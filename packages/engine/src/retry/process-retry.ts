@@ -1,0 +1,94 @@
+import type { Sql } from '../db/connect.ts';
+import type { InboundRecord } from '../ports/subscriber.ts';
+import { insertAudit } from '../queries/audit.ts';
+import { blockAggregate } from '../queries/consumer-blocked.ts';
+import { insertFailure } from '../queries/failure-insert.ts';
+import { lockLedgerRow, scheduleRetry, settleLedgerRow } from '../queries/retry-ledger.ts';
+import { settleRetriedFailure } from '../queries/retry-settle.ts';
+import type { RecordResult } from '../consumer/wire.ts';
+import { nextRetry, type RetryBudget } from './budget.ts';
+import { fromLedgerRecord, type LedgerRecord } from './ledger-record.ts';
+import type { RetryJob, RetryScheduler } from './scheduler.ts';
+
+export interface RetryProcessorDeps {
+  sql: Sql;
+  consumer: string;
+  scheduler: RetryScheduler;
+  budget: RetryBudget;
+  /** Runs one record through the consumer's engine-owned transaction (inbox, version gate, handler). */
+  run: (record: InboundRecord, attempt: number) => Promise<RecordResult>;
+}
+
+export type RetryProcessOutcome = 'stale' | 'settled' | 'rescheduled' | 'exhausted' | 'expired';
+
+/**
+ * A due retry: the job is only the alarm; the ledger row decides. A job that does not match the row's attempt
+ * and due time (a duplicate delivery, or a row already settled) does nothing. Otherwise the stored record runs
+ * the same engine-owned transaction as a first delivery; its outcome settles the row:
+ * applied / duplicate / ignored / parked → done, the aggregate unblocked, its failure (a replay) marked replayed;
+ * permanent → the consume step stored the failure; the row is exhausted;
+ * transient → the budget decides: the next attempt, or exhausted (failure store), or expired (past the deadline).
+ */
+export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Promise<RetryProcessOutcome> {
+  const row = await lockLedgerRow(deps.sql, deps.consumer, job.eventId);
+  if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt) return 'stale';
+  const stored = row.record as LedgerRecord;
+  const record = fromLedgerRecord(stored) as InboundRecord;
+  const result = await deps.run(record, row.attempt);
+  const replaces = stored.headers.ce_replaces ?? null;
+
+  if (result.outcome === 'failed') {
+    await settleLedgerRow(deps.sql, deps.consumer, job.eventId, 'exhausted');
+    return 'exhausted';
+  }
+  if (result.outcome !== 'transient') {
+    await deps.sql.begin(async (tx) => {
+      await settleLedgerRow(tx, deps.consumer, job.eventId, 'done');
+      await settleRetriedFailure(tx, deps.consumer, row.aggregate_id, [job.eventId, ...(replaces ? [replaces] : [])]);
+    });
+    return 'settled';
+  }
+
+  const decision = nextRetry({
+    attempt: row.attempt,
+    firstFailedAt: row.first_failed_at.getTime(),
+    now: Date.now(),
+    deadline: row.deadline?.getTime() ?? null,
+    budget: deps.budget,
+  });
+  const code = result.code ?? 'error';
+  const detail = result.detail ?? 'transient failure';
+  if (decision.action === 'retry') {
+    const dueAt = await deps.sql.begin((tx) =>
+      scheduleRetry(tx, {
+        consumer: deps.consumer, eventId: job.eventId, aggregateId: row.aggregate_id, aggregateVersion: Number(row.aggregate_version),
+        topic: row.topic, record: stored, attempt: row.attempt + 1, delayMs: decision.delayMs, deadline: row.deadline, errorCode: code, error: detail,
+      }),
+    );
+    await deps.scheduler.schedule({ consumer: deps.consumer, eventId: job.eventId, attempt: row.attempt + 1, dueAt: dueAt.getTime() });
+    return 'rescheduled';
+  }
+  const expired = decision.action === 'expired';
+  await deps.sql.begin(async (tx) => {
+    await settleLedgerRow(tx, deps.consumer, job.eventId, expired ? 'expired' : 'exhausted');
+    await insertFailure(tx, deps.consumer, {
+      event_id: job.eventId,
+      event_type: record.headers.ce_type ?? null,
+      aggregate_id: row.aggregate_id,
+      aggregate_version: Number(row.aggregate_version),
+      topic: record.topic,
+      partition: record.partition,
+      offset: record.offset,
+      payload: record.value,
+      headers: record.headers,
+      envelope: undefined,
+      error_code: expired ? 'expired' : code,
+      error_detail: expired ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}` : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
+      attempts: row.attempt,
+      status: expired ? 'expired' : 'open',
+    });
+    await blockAggregate(tx, deps.consumer, { aggregate_id: row.aggregate_id, event_id: job.eventId, aggregate_version: Number(row.aggregate_version), reason: 'failed', detail: expired ? `expired: ${detail}` : `${code}: ${detail}` });
+    if (expired) await insertAudit(tx, { actor: 'postbox', action: 'retry.expired', reason: 'deadline passed', target: `event:${job.eventId}`, before: { attempt: row.attempt }, after: { status: 'expired' } });
+  });
+  return expired ? 'expired' : 'exhausted';
+}

@@ -1,0 +1,119 @@
+import { Queue, Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+
+/**
+ * The alarm clock of the durable retry schedule: one BullMQ delayed job per scheduled attempt. The retry ledger
+ * in PostgreSQL is the truth; a job carries only ids (never payloads: job data sits in Redis in clear text),
+ * and its id is deterministic — `<consumer>.<event_id>.<attempt>.<due ms>` — so scheduling the same attempt twice (a
+ * crash between ledger write and enqueue, or reconciliation) makes one job. Delivery is at least once (a stalled
+ * job runs again): the processor checks the ledger row before acting.
+ */
+export interface RetryJob {
+  consumer: string;
+  eventId: string;
+  attempt: number;
+  /** The ledger row's next_attempt_at (epoch ms): with the attempt it names one scheduled run exactly. */
+  dueAt: number;
+}
+
+export interface RetrySchedulerOptions {
+  redisUrl: string;
+  /** The consumer whose retries this schedules: one queue per consumer, so a process runs only its own. */
+  consumer: string;
+  /** @defaultValue `postbox-retry.<consumer>` */
+  queueName?: string;
+  /** Due retries processed at once by this process. @defaultValue 1 */
+  concurrency?: number;
+}
+
+const LIVE = new Set(['delayed', 'waiting', 'active', 'prioritized', 'waiting-children']);
+
+export function retryJobId(job: RetryJob): string {
+  // BullMQ ids must not contain ':' and must not be all digits.
+  return `${job.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}.${job.eventId}.${job.attempt}.${job.dueAt}`;
+}
+
+export class RetryScheduler {
+  readonly consumer: string;
+  readonly queueName: string;
+  readonly #queueConnection: Redis;
+  readonly #queue: Queue;
+  readonly #options: RetrySchedulerOptions;
+  #worker: Worker | null = null;
+  #workerConnection: Redis | null = null;
+  #closed: Promise<void> | null = null;
+
+  constructor(options: RetrySchedulerOptions) {
+    this.#options = options;
+    this.consumer = options.consumer;
+    this.queueName = options.queueName ?? `postbox-retry.${options.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}`;
+    // Queue calls fail fast while Redis is away (the ledger keeps the truth; reconciliation re-enqueues).
+    this.#queueConnection = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false });
+    this.#queueConnection.on('error', () => {});
+    this.#queue = new Queue(this.queueName, { connection: this.#queueConnection });
+    this.#queue.on('error', () => {});
+  }
+
+  /** Enqueues (or keeps, if it exists) the job for this attempt, due at `job.dueAt`. */
+  async schedule(job: RetryJob): Promise<void> {
+    await this.#queue.add('retry', job, {
+      jobId: retryJobId(job),
+      delay: Math.max(0, job.dueAt - Date.now()),
+      removeOnComplete: true,
+      removeOnFail: 1000,
+      // A processor that could not reach PostgreSQL tries again; after that, reconciliation finds the row overdue.
+      attempts: 3,
+      backoff: { type: 'exponential', delay: 2000 },
+    });
+  }
+
+  /**
+   * Makes sure the job of this attempt is live (waiting, delayed or running): a job that failed for good, or is
+   * missing, is (re)enqueued. Returns whether it had to be.
+   */
+  async ensure(job: RetryJob): Promise<boolean> {
+    const found = await this.#queue.getJob(retryJobId(job));
+    if (found) {
+      const state = await found.getState();
+      if (LIVE.has(state)) return false;
+      await found.remove().catch(() => {});
+    }
+    await this.schedule(job);
+    return true;
+  }
+
+  /** Whether the job of this attempt is still waiting, delayed or running. */
+  async has(job: RetryJob): Promise<boolean> {
+    const found = await this.#queue.getJob(retryJobId(job));
+    if (!found) return false;
+    return LIVE.has(await found.getState());
+  }
+
+  /** Jobs waiting for their time (for gauges). */
+  async delayedCount(): Promise<number> {
+    return this.#queue.getDelayedCount();
+  }
+
+  /** Starts processing due jobs. `process` must be idempotent: it reads the ledger row and acts only if due. */
+  start(process: (job: RetryJob) => Promise<void>): void {
+    if (this.#worker) throw new Error('retry scheduler already started');
+    this.#workerConnection = new Redis(this.#options.redisUrl, { maxRetriesPerRequest: null });
+    this.#workerConnection.on('error', () => {});
+    this.#worker = new Worker(this.queueName, async (j: Job<RetryJob>) => process(j.data), {
+      connection: this.#workerConnection,
+      concurrency: this.#options.concurrency ?? 1,
+      autorun: true,
+    });
+    this.#worker.on('error', () => {});
+  }
+
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await this.#worker?.close().catch(() => {});
+      await this.#queue.close().catch(() => {});
+      this.#workerConnection?.disconnect();
+      this.#queueConnection.disconnect();
+    })();
+    return this.#closed;
+  }
+}

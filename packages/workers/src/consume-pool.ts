@@ -1,0 +1,24 @@
+import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult, ConsumerDefinition } from '@postbox/engine';
+import type { ConsumeWorkerData } from './consume-worker-data.ts';
+import { fixedPool } from './fixed-pool.ts';
+
+export interface ConsumePoolOptions {
+  databaseUrl: string;
+  definition: ConsumerDefinition;
+}
+
+/**
+ * A ConsumeExecutor backed by a fixed piscina pool of `definition.limits.threads` threads, each loading the
+ * handler module once and owning a PostgreSQL pool. The consumer keeps at most two tasks per thread in flight, so
+ * the second is queued while the first commits; the values buffer is transferred, not copied.
+ */
+export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor {
+  const threads = options.definition.limits.threads;
+  const workerData: ConsumeWorkerData = { databaseUrl: options.databaseUrl, definition: options.definition };
+  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, threads, threads * 4);
+  return {
+    concurrency: threads,
+    run: (task: ConsumeTask) => pool.run(task, { transferList: [task.values.buffer as ArrayBuffer] }) as Promise<ConsumeTaskResult>,
+    close,
+  };
+}

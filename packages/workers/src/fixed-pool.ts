@@ -1,0 +1,36 @@
+import { Piscina } from 'piscina';
+
+/** A piscina pool of a fixed size and a way to close it once (drain, then destroy even if draining failed). */
+export interface FixedPool {
+  pool: Piscina;
+  close(): Promise<void>;
+}
+
+/**
+ * Threads live as long as the pool (a long idleTimeout: an idle thread that ended would drop its producer,
+ * database pool and handler), the queue is bounded, and atomics are off so a thread waiting for its next task
+ * keeps serving its sockets (FIELD-NOTES, piscina).
+ */
+export function fixedPool(worker: URL, workerData: unknown, threads: number, maxQueue: number): FixedPool {
+  const pool = new Piscina({
+    filename: worker.href,
+    workerData,
+    minThreads: threads,
+    maxThreads: threads,
+    idleTimeout: 24 * 60 * 60 * 1000,
+    maxQueue,
+    concurrentTasksPerWorker: 1,
+    atomics: 'disabled',
+  });
+  let closing: Promise<void> | null = null;
+  return {
+    pool,
+    close() {
+      closing ??= pool.close().then(
+        () => pool.destroy(),
+        () => pool.destroy(),
+      );
+      return closing;
+    },
+  };
+}
