@@ -53,6 +53,7 @@ test('a rolled-back business transaction publishes nothing; a committed one is o
         aggregate_version: 1,
         data: { n: 1, text: 'grüße' },
         traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        deadline: '2030-01-01T00:00:00.000Z',
       },
       { topic, producer: 'orders-test' },
     );
@@ -75,6 +76,7 @@ test('a rolled-back business transaction publishes nothing; a committed one is o
   assert.equal(new Date(r!.headers.ce_time!).toISOString(), committed.occurred_at);
   assert.equal(r!.headers['content-type'], 'application/json');
   assert.equal(r!.headers.traceparent, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+  assert.equal(r!.headers.ce_deadline, '2030-01-01T00:00:00.000Z');
   const [row] = await db.sql<{ status: string; broker_partition: number; broker_offset: string; attempts: number }[]>`
     SELECT status, broker_partition, broker_offset::text, attempts FROM message_outbox WHERE event_id = ${committed.event_id}`;
   assert.deepEqual(row, { status: 'published', broker_partition: r!.partition, broker_offset: r!.offset, attempts: 1 });

@@ -105,8 +105,11 @@ test('budget exhausted: failure row with attempts and error, aggregate blocked, 
   try {
     await waitFor('the failure row', async () => (await db.sql`SELECT 1 FROM message_failure WHERE consumer_name = 'budget'`).length === 1, 30_000);
     await waitFor('healthy aggregates applied', async () => (await appliedCount('budget')) === 20, 20_000);
-    const [failure] = await db.sql<{ failure_id: number; attempts: number; error_code: string; error_detail: string; status: string; event_id: string }[]>`
-      SELECT failure_id::int, attempts, error_code, error_detail, status, event_id FROM message_failure WHERE consumer_name = 'budget'`;
+    const [failure] = await db.sql<{ failure_id: number; attempts: number; error_code: string; error_detail: string; status: string; event_id: string; envelope: { event_id: string; aggregate_version: number }; spread: boolean }[]>`
+      SELECT failure_id::int, attempts, error_code, error_detail, status, event_id, envelope, first_failed_at < last_failed_at AS spread
+      FROM message_failure WHERE consumer_name = 'budget'`;
+    assert.deepEqual({ id: failure!.envelope.event_id, version: failure!.envelope.aggregate_version }, { id: head.headers.ce_id, version: 1 }, 'the envelope is stored');
+    assert.ok(failure!.spread, 'first failure (attempt 1) before the last (attempt 3)');
     assert.equal(failure!.attempts, 3);
     assert.equal(failure!.error_code, 'error');
     assert.match(failure!.error_detail, /retry budget spent \(attempts\) after 3 attempt\(s\): downstream for b-down is down/);
@@ -121,8 +124,14 @@ test('budget exhausted: failure row with attempts and error, aggregate blocked, 
       assert.equal(await run.exited, 0, run.output());
       return run.output();
     };
-    assert.match(await cli('blocked', '--consumer', 'budget'), /b-down\s.*failed\s+2/);
-    assert.match(await cli('list', '--consumer', 'budget'), new RegExp(`${failure!.failure_id}\\s+budget\\s+error`));
+    // The operator's view, printed so a test log shows the commands and what they say.
+    const blockedOut = await cli('blocked', '--consumer', 'budget');
+    const listOut = await cli('list', '--consumer', 'budget');
+    const showOut = await cli('show', String(failure!.failure_id));
+    console.log(`$ postbox failures blocked --consumer budget\n${blockedOut}$ postbox failures list --consumer budget\n${listOut}$ postbox failures show ${failure!.failure_id}\n${showOut}`);
+    assert.match(blockedOut, /b-down\s.*failed\s+2/);
+    assert.match(listOut, new RegExp(`${failure!.failure_id}\\s+budget\\s+error`));
+    assert.equal(JSON.parse(showOut).payload_utf8, head.value!.toString());
 
     await db.sql`UPDATE test_handler_control SET fail_aggregates = '{}'`;
     const snapshot = () => db.sql`SELECT
@@ -137,6 +146,7 @@ test('budget exhausted: failure row with attempts and error, aggregate blocked, 
     assert.deepEqual(await snapshot(), before, 'a dry run changes no row');
 
     const replay = await cli('replay', '--consumer', 'budget', '--reason', 'downstream fixed (INC-42)');
+    console.log(`$ postbox failures replay --consumer budget --reason "check before the fix" --dry-run\n${dry}$ postbox failures replay --consumer budget --reason "downstream fixed (INC-42)"\n${replay}`);
     assert.match(replay, /1 replay\(s\) scheduled, audited/);
     await waitFor('b-down applied 1, 2, 3', async () => (await appliedSequences(db.sql, 'budget')).get('b-down')?.length === 3, 20_000);
     assert.deepEqual((await appliedSequences(db.sql, 'budget')).get('b-down'), [1, 2, 3]);

@@ -364,7 +364,7 @@ export class Consumer {
       return result.results[0]!;
     };
     scheduler.start(async (job) => {
-      const outcome = await processRetry({ sql, consumer: this.definition.name, scheduler, budget: this.definition.retry, run }, job);
+      const outcome = await processRetry({ sql, consumer: this.definition.name, scheduler, budget: this.definition.retry, definition: this.definition, run }, job);
       this.#stats.retriesRun[outcome]++;
       if (outcome !== 'stale') this.#log.info({ eventId: job.eventId, attempt: job.attempt, outcome }, 'retry ran');
     });

@@ -18,6 +18,8 @@ export interface FailureRow {
   attempts?: number;
   /** @defaultValue 'open' */
   status?: 'open' | 'expired';
+  /** When the first attempt failed (a retried event's ledger knows). @defaultValue now */
+  first_failed_at?: Date;
 }
 
 /**
@@ -32,7 +34,7 @@ export async function insertFailure(sql: Queryable, consumer: string, f: Failure
     VALUES (${consumer}, ${f.event_id}, ${f.event_type}, ${f.aggregate_id}, ${f.aggregate_version}, ${f.topic},
             ${f.partition}, ${f.offset}, ${f.payload}, ${sql.json(f.headers as never)},
             ${f.envelope === undefined ? null : sql.json(f.envelope as never)}, ${f.error_code}, ${f.error_detail},
-            ${f.attempts ?? 1}, ${f.status ?? 'open'}, now(), now())
+            ${f.attempts ?? 1}, ${f.status ?? 'open'}, coalesce(${f.first_failed_at ?? null}::timestamptz, now()), now())
     ON CONFLICT (consumer_name, event_id) WHERE status = 'open' AND event_id IS NOT NULL
     DO UPDATE SET attempts = message_failure.attempts + EXCLUDED.attempts, last_failed_at = now(),
                   error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail`;

@@ -5,6 +5,8 @@ import { blockAggregate } from '../queries/consumer-blocked.ts';
 import { insertFailure } from '../queries/failure-insert.ts';
 import { lockLedgerRow, scheduleRetry, settleLedgerRow } from '../queries/retry-ledger.ts';
 import { settleRetriedFailure } from '../queries/retry-settle.ts';
+import type { ConsumerDefinition } from '../consumer/definition.ts';
+import { parseRecord } from '../consumer/parse.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import { nextRetry, type RetryBudget } from './budget.ts';
 import { fromLedgerRecord, type LedgerRecord } from './ledger-record.ts';
@@ -15,6 +17,8 @@ export interface RetryProcessorDeps {
   consumer: string;
   scheduler: RetryScheduler;
   budget: RetryBudget;
+  /** To store the parsed envelope with a failure. */
+  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>;
   /** Runs one record through the consumer's engine-owned transaction (inbox, version gate, handler). */
   run: (record: InboundRecord, attempt: number) => Promise<RecordResult>;
 }
@@ -69,6 +73,7 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
     return 'rescheduled';
   }
   const expired = decision.action === 'expired';
+  const parsed = parseRecord(record, deps.definition);
   await deps.sql.begin(async (tx) => {
     await settleLedgerRow(tx, deps.consumer, job.eventId, expired ? 'expired' : 'exhausted');
     await insertFailure(tx, deps.consumer, {
@@ -81,11 +86,12 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
       offset: record.offset,
       payload: record.value,
       headers: record.headers,
-      envelope: undefined,
+      envelope: parsed.ok ? parsed.envelope : undefined,
       error_code: expired ? 'expired' : code,
       error_detail: expired ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}` : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
       attempts: row.attempt,
       status: expired ? 'expired' : 'open',
+      first_failed_at: row.first_failed_at,
     });
     await blockAggregate(tx, deps.consumer, { aggregate_id: row.aggregate_id, event_id: job.eventId, aggregate_version: Number(row.aggregate_version), reason: 'failed', detail: expired ? `expired: ${detail}` : `${code}: ${detail}` });
     if (expired) await insertAudit(tx, { actor: 'postbox', action: 'retry.expired', reason: 'deadline passed', target: `event:${job.eventId}`, before: { attempt: row.attempt }, after: { status: 'expired' } });
