@@ -1,72 +1,82 @@
-// npm run bench -- <scenario> [options]: measured figures beside the baselines of the same run.
-import { parseArgs } from 'node:util';
+// npm run bench -- <scenario> [options]: each figure beside the baselines that bound it, measured in the same run.
 import { writeFile } from 'node:fs/promises';
-import { produceBaseline } from './produce-baseline.ts';
-import { relayScenario } from './relay-scenario.ts';
+import os from 'node:os';
+import { readEnvironment } from './environment.ts';
+import { HELP, parseOptions, type BenchOptions } from './options.ts';
+import { plan } from './plan.ts';
+import { markdownTable, Report, textTable } from './report.ts';
+import { cleanupAll } from './support.ts';
+import { stopAllRoles } from './workload/processes.ts';
 
-const HELP = `npm run bench -- <scenario> [options]
-
-scenarios:
-  relay   pre-filled outbox of N rows drained to Kafka, with 0 (main thread), 1 and 2 pool threads,
-          beside raw kafkajs produce (acks=all, idempotent) of the same records in the same run
-options:
-  --events N      events (default 100000)
-  --payload B     payload bytes (default 1024)
-  --partitions P  topic partitions (default 12)
-  --threads T     only this pool size (default: 0,1,2)
-  --batch B       relay batch size (default 500)
-  --json FILE     write the result as JSON
-  -h, --help`;
-
-async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      events: { type: 'string' },
-      payload: { type: 'string' },
-      partitions: { type: 'string' },
-      threads: { type: 'string' },
-      batch: { type: 'string' },
-      json: { type: 'string' },
-    },
-  });
-  const scenario = positionals[0];
-  if (values.help || !scenario) {
+async function main(argv: string[]): Promise<number> {
+  const parsed = parseOptions(argv);
+  if (parsed.help) {
     console.log(HELP);
-    return values.help ? 0 : 2;
+    return 0;
   }
-  const num = (v: string | undefined, d: number, name: string) => {
-    const n = v === undefined ? d : Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got "${v}"`);
-    return n;
-  };
-  const events = num(values.events, 100_000, 'events');
-  const payload = num(values.payload, 1024, 'payload');
-  const partitions = num(values.partitions, 12, 'partitions');
-  const batch = num(values.batch, 500, 'batch');
-  if (scenario !== 'relay') {
-    console.error(`unknown scenario "${scenario}"\n\n${HELP}`);
-    return 2;
+  const { options } = parsed;
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const env = await readEnvironment();
+  const report = new Report();
+  const failures: Array<{ step: string; error: string }> = [];
+  const steps: Record<string, number> = {};
+  for (const step of plan(options)) {
+    process.stderr.write(`\n== ${step.kind} ${step.name}\n`);
+    const t = performance.now();
+    try {
+      await step.run({ options, report });
+    } catch (cause) {
+      const error = describe(cause);
+      failures.push({ step: `${step.kind} ${step.name}`, error });
+      report.row(step.kind, `${step.name}: FAILED`, '—', [], error.slice(0, 120));
+      process.stderr.write(`\nbench: ${step.kind} ${step.name} failed: ${error}\n`);
+      await stopAllRoles();
+    }
+    steps[`${step.kind}.${step.name}`] = Math.round((performance.now() - t) / 100) / 10;
   }
-  const threads = values.threads === undefined ? [0, 1, 2] : [num(values.threads, 2, 'threads')];
-  const raw = await produceBaseline({ events, payload, partitions, batch });
-  const runs = [];
-  for (const t of threads) runs.push(await relayScenario({ events, payload, partitions, threads: t, batchSize: batch }));
-  console.log(`\nrelay: ${events} events, ${payload} B payload, ${partitions} partitions, batch ${batch}`);
-  console.log(`${'what'.padEnd(34)}${'events/s'.padStart(10)}${'ratio to raw'.padStart(14)}`);
-  console.log(`${`raw kafkajs produce (batch ${batch})`.padEnd(34)}${raw.eventsPerSecond.toFixed(0).padStart(10)}${'1.00'.padStart(14)}`);
-  for (const r of runs) {
-    console.log(`${`relay, ${r.threads} pool threads`.padEnd(34)}${r.eventsPerSecond.toFixed(0).padStart(10)}${(r.eventsPerSecond / raw.eventsPerSecond).toFixed(2).padStart(14)}`);
-  }
-  if (values.json) await writeFile(values.json, JSON.stringify({ scenario, events, payload, partitions, batch, baselines: { kafkaProduce: raw }, runs }, null, 2));
-  return 0;
+  const seconds = (performance.now() - started) / 1000;
+  // The machine is shared: the load around the run says how noisy its figures are.
+  env.machine.loadAverageAtEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
+  console.log(`\n${textTable(report.rows)}\n\n${options.scenario}${options.quick ? ' --quick' : ''}: ${seconds.toFixed(0)} s`);
+  const json = { suite: 'postbox-bench', format: 1, startedAt, seconds, parameters: parameters(options), ...env, ...report.results, stepSeconds: steps, failures };
+  if (options.json) await writeFile(options.json, `${JSON.stringify(json, null, 2)}\n`);
+  if (options.markdown) await writeFile(options.markdown, markdownTable(report.rows, env, options, seconds));
+  return failures.length > 0 ? 1 : 0;
 }
 
-main().then(
-  (code) => (process.exitCode = code),
-  (error: unknown) => {
-    console.error(`bench: ${(error as Error).message}`);
-    process.exitCode = 1;
-  },
-);
+function parameters(o: BenchOptions) {
+  return { ...o };
+}
+
+function describe(e: unknown): string {
+  const parts: string[] = [];
+  for (let c: unknown = e, depth = 0; c && depth < 5; c = (c as Error).cause, depth++) parts.push((c as Error).message ?? String(c));
+  return parts.join(' ← ');
+}
+
+let exiting = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    if (exiting) return;
+    exiting = true;
+    process.stderr.write(`\nbench: ${signal}: stopping spawned roles, dropping bench databases and topics\n`);
+    void stopAllRoles()
+      .then(cleanupAll)
+      .finally(() => process.exit(130));
+  });
+}
+
+main(process.argv.slice(2))
+  .then(
+    (code) => (process.exitCode = code),
+    (error: unknown) => {
+      console.error(`bench: ${describe(error)}`);
+      process.exitCode = 2;
+    },
+  )
+  .finally(async () => {
+    await stopAllRoles();
+    const problems = await cleanupAll();
+    for (const p of problems) console.error(`bench: cleanup: ${p}`);
+  });

@@ -1,68 +1,178 @@
 import { randomBytes } from 'node:crypto';
-import { connect, enqueueMany, migrate, type EventInput, type Sql } from '@postbox/engine';
+import { connect, createKafka, migrate, parseBrokers, type KafkaConnection, type Sql } from '@postbox/engine';
 import { stackEnv } from '@postbox/api/stack';
-import { Kafka, logLevel } from 'kafkajs';
 
 export const stack = stackEnv();
+export const kafka: KafkaConnection = { brokers: parseBrokers(stack.KAFKA_BROKERS), clientId: 'postbox-bench' };
 
-/** A migrated database of its own for one bench run, dropped afterwards. */
-export async function benchDatabase(): Promise<{ url: string; sql: Sql; drop(): Promise<void> }> {
-  const name = `bench_${randomBytes(4).toString('hex')}`;
-  const admin = connect({ url: stack.DATABASE_URL, max: 1 });
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  await admin.end();
+/** A migrated database of its own for one measurement, dropped by drop() (and by the suite's cleanup). */
+export interface BenchDatabase {
+  name: string;
+  url: string;
+  sql: Sql;
+  drop(): Promise<void>;
+}
+
+const liveDatabases = new Set<BenchDatabase>();
+const liveTopics = new Set<string>();
+const liveGroups = new Set<string>();
+
+/** A consumer group the bench created; deleted at the end of the run (Kafka keeps empty groups otherwise). */
+export function trackGroup(groupId: string): string {
+  liveGroups.add(groupId);
+  return groupId;
+}
+
+export const uniqueName = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
+
+export async function benchDatabase(max = 8): Promise<BenchDatabase> {
+  const name = uniqueName('bench');
+  await withAdmin((admin) => admin.unsafe(`CREATE DATABASE ${name}`), `create database ${name}`);
   const u = new URL(stack.DATABASE_URL);
   u.pathname = `/${name}`;
   const url = u.toString();
-  const sql = connect({ url, max: 8, applicationName: 'postbox-bench' });
-  await migrate(sql);
-  return {
+  const sql = connect({ url, max, applicationName: 'postbox-bench' });
+  let dropped: Promise<void> | null = null;
+  const db: BenchDatabase = {
+    name,
     url,
     sql,
-    async drop() {
-      await sql.end({ timeout: 5 });
-      const a = connect({ url: stack.DATABASE_URL, max: 1 });
-      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
+    drop() {
+      dropped ??= (async () => {
+        liveDatabases.delete(db);
+        await sql.end({ timeout: 5 }).catch(() => {});
+        await withAdmin((admin) => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), `drop database ${name}`);
+      })();
+      return dropped;
     },
   };
+  liveDatabases.add(db);
+  try {
+    await migrate(sql);
+  } catch (cause) {
+    await db.drop().catch(() => {});
+    throw new Error(`bench: could not migrate database ${name}`, { cause });
+  }
+  return db;
 }
 
-export function kafkaClient(): Kafka {
-  return new Kafka({ clientId: 'postbox-bench', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
-}
-
-export async function createTopic(topic: string, partitions: number): Promise<void> {
-  const admin = kafkaClient().admin();
-  await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
-  await admin.disconnect();
-}
-
-export const payload = (bytes: number) => ({ pad: 'x'.repeat(Math.max(0, bytes - 12)) });
-
-/** Pre-fills the outbox with `events` rows over `aggregates` aggregates, 1000 rows a statement. */
-export async function fillOutbox(sql: Sql, topic: string, events: number, bytes: number, progress: (done: number) => void): Promise<void> {
-  const aggregates = Math.max(1, Math.floor(events / 10));
-  const data = payload(bytes);
-  for (let start = 0; start < events; start += 1000) {
-    const batch: EventInput[] = [];
-    for (let i = start; i < Math.min(events, start + 1000); i++) {
-      batch.push({ event_type: 'BenchEvent', aggregate_id: `a-${i % aggregates}`, aggregate_version: Math.floor(i / aggregates) + 1, data });
-    }
-    await sql.begin((tx) => enqueueMany(tx, batch, { topic, producer: 'bench' }));
-    progress(Math.min(events, start + 1000));
+async function withAdmin<T>(fn: (admin: Sql) => Promise<T>, what: string): Promise<T> {
+  const admin = connect({ url: stack.DATABASE_URL, max: 1, applicationName: 'postbox-bench-admin' });
+  try {
+    return await fn(admin);
+  } catch (cause) {
+    throw new Error(`bench: could not ${what} on ${redact(stack.DATABASE_URL)}`, { cause });
+  } finally {
+    await admin.end({ timeout: 5 });
   }
 }
 
+export const redact = (url: string) => url.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
+
+/** A topic of its own, deleted by deleteTopic() (and by the suite's cleanup). */
+export async function benchTopic(prefix: string, partitions: number): Promise<string> {
+  const topic = `bench.${prefix}.${randomBytes(4).toString('hex')}`;
+  const admin = createKafka(kafka).admin();
+  try {
+    await admin.connect();
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
+  } catch (cause) {
+    throw new Error(`bench: could not create topic ${topic} on ${kafka.brokers.join(',')}`, { cause });
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+  liveTopics.add(topic);
+  return topic;
+}
+
+export async function deleteTopics(topics: string[]): Promise<void> {
+  if (topics.length === 0) return;
+  const admin = createKafka(kafka).admin();
+  try {
+    await admin.connect();
+    await admin.deleteTopics({ topics, timeout: 10_000 });
+    for (const t of topics) liveTopics.delete(t);
+  } catch (cause) {
+    throw new Error(`bench: could not delete topics ${topics.join(', ')}`, { cause });
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+/** Drops every database, topic and consumer group still alive (the end of a run, or after a failure). */
+export async function cleanupAll(): Promise<string[]> {
+  const problems: string[] = [];
+  for (const db of [...liveDatabases]) await db.drop().catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
+  await deleteTopics([...liveTopics]).catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
+  await deleteGroups([...liveGroups]).catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
+  return problems;
+}
+
+async function deleteGroups(groups: string[]): Promise<void> {
+  if (groups.length === 0) return;
+  const admin = createKafka(kafka).admin();
+  try {
+    await admin.connect();
+    const results = await admin.deleteGroups(groups).catch((e: { groups?: Array<{ groupId: string; errorCode: number; error?: { type?: string } }> }) => {
+      if (!e.groups) throw e;
+      return e.groups;
+    });
+    for (const g of groups) liveGroups.delete(g);
+    // A group that never committed an offset may be gone already; anything else is worth saying.
+    const failed = results.filter((r) => r.errorCode !== 0 && r.error?.type !== 'GROUP_ID_NOT_FOUND');
+    if (failed.length > 0) throw new Error(failed.map((r) => `${r.groupId}: ${r.error?.type ?? r.errorCode}`).join(', '));
+  } catch (cause) {
+    throw new Error(`bench: could not delete consumer groups ${groups.join(', ')}`, { cause });
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Waits until probe() is true, checking every `everyMs`; throws, naming `what`, after timeoutMs. */
+export async function until(probe: () => boolean | Promise<boolean>, what: string, timeoutMs: number, everyMs = 25): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`bench: timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+/** A progress bar on stderr; call with the number done. */
 export function progressBar(label: string, total: number): (done: number) => void {
   let last = -1;
+  const tty = process.stderr.isTTY;
   return (done) => {
-    const pct = Math.floor((done / total) * 100);
-    if (pct === last) return;
+    const pct = Math.min(100, Math.floor((done / Math.max(1, total)) * 100));
+    if (pct === last || (!tty && pct % 25 !== 0 && done < total)) return;
     last = pct;
     const filled = Math.round(pct / 4);
-    process.stderr.write(`\r${label.padEnd(28)} [${'#'.repeat(filled)}${'.'.repeat(25 - filled)}] ${pct}% ${done}/${total}`);
-    if (done >= total) process.stderr.write('\n');
+    const line = `${label.slice(0, 40).padEnd(40)} [${'#'.repeat(filled)}${'.'.repeat(25 - filled)}] ${String(pct).padStart(3)}% ${done}/${total}`;
+    process.stderr.write(tty ? `\r${line}${done >= total ? '\n' : ''}` : `${line}\n`);
   };
 }
+
+/**
+ * Runs `worker` on `concurrency` loops until `ms` passed; returns completed operations and seconds. Each loop
+ * runs once before the clock starts (connections opened, statements prepared): not counted.
+ */
+export async function timed(concurrency: number, ms: number, worker: (loop: number) => Promise<number>, progress?: (done: number) => void): Promise<{ done: number; seconds: number }> {
+  await Promise.all(Array.from({ length: concurrency }, (_, loop) => worker(loop)));
+  let done = 0;
+  const started = performance.now();
+  const deadline = started + ms;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, loop) => {
+      while (performance.now() < deadline) {
+        const n = await worker(loop); // not `done += await …`: that reads `done` before the await and loses updates
+        done += n;
+        progress?.(Math.min(ms, Math.round(performance.now() - started)));
+      }
+    }),
+  );
+  progress?.(ms);
+  return { done, seconds: (performance.now() - started) / 1000 };
+}
+
+export const perSecond = (events: number, seconds: number) => (seconds > 0 ? events / seconds : 0);

@@ -91,4 +91,29 @@ export class ConfigError extends PostboxError {
 }
 
 /** A broker operation failed; `kind` says whether a retry can help. */
-export class BrokerError extends PostboxError {}
+export class BrokerError extends PostboxError {
+  /** A transient error still there after this many attempts is a misconfiguration: give up then. */
+  readonly permanentAfter: number | undefined;
+
+  constructor(code: string, kind: ErrorKind, message: string, options?: { cause?: unknown; permanentAfter?: number }) {
+    super(code, kind, message, options);
+    this.permanentAfter = options?.permanentAfter;
+  }
+}
+
+/** What an operator action names does not exist (an event, a failure, a scheduled retry). */
+export class NotFoundError extends PostboxError {
+  constructor(what: string) {
+    super('not_found', 'permanent', `${what} not found`);
+  }
+}
+
+/**
+ * An operator action that cannot be done in the current state, with the reason and what to do instead. Nothing
+ * was changed (the refusal itself is audited by the caller).
+ */
+export class ActionRefusedError extends PostboxError {
+  constructor(code: string, message: string) {
+    super(code, 'permanent', message);
+  }
+}

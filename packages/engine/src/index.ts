@@ -10,6 +10,8 @@ export {
   PermanentError,
   ConfigError,
   BrokerError,
+  NotFoundError,
+  ActionRefusedError,
   type ErrorKind,
   type EnvelopeIssue,
 } from './errors.ts';
@@ -31,7 +33,7 @@ export { runLaneCycle, type LaneTask, type CycleResult, type CycleDeps } from '.
 export { inlineExecutor, type LaneExecutor } from './relay/executor.ts';
 export { resolveRelayOptions, defaultRelayOptions, type RelayOptions } from './relay/options.ts';
 export { toRecord } from './relay/record.ts';
-export { createLogger, silentLogger, type Logger } from './telemetry/logger.ts';
+export { createLogger, silentLogger, REDACTED_PATHS, type Logger, type LoggerOptions } from './telemetry/logger.ts';
 export { outboxBacklog, type OutboxBacklog } from './queries/outbox-backlog.ts';
 export type { Subscriber, SubscriberSink, InboundRecord, TopicPartition, PartitionLag } from './ports/subscriber.ts';
 export { KafkaSubscriber, type KafkaSubscriberOptions } from './adapters/kafka/subscriber.ts';
@@ -54,6 +56,37 @@ export { listFailures, readFailure, aggregateState, type FailureFilter, type Fai
 export { replayFailures, type ReplayRequest, type ReplayItem, type ReplayVerdict } from './failures/replay.ts';
 export { processRetry, type RetryProcessorDeps, type RetryProcessOutcome } from './retry/process-retry.ts';
 export { toLedgerRecord, fromLedgerRecord, type LedgerRecord } from './retry/ledger-record.ts';
-export { insertAudit, type AuditEntry } from './queries/audit.ts';
+export { insertAudit, listAudit, type AuditEntry, type AuditFilter, type AuditRow } from './queries/audit.ts';
 export { blockAggregate, listBlocked, type BlockedAggregate, type BlockReason } from './queries/consumer-blocked.ts';
 export { purgeFailurePayloads } from './queries/failure-purge.ts';
+// The control plane's operations (GraphQL resolvers call only these).
+export type { BrokerOffsets, PartitionPosition } from './ports/offsets.ts';
+export { KafkaOffsets } from './adapters/kafka/offsets.ts';
+export { registerConsumer, listConsumers, type RegisteredConsumer } from './queries/consumer-registry.ts';
+export { BacklogMonitor, type BacklogReport, type ConsumerBacklog, type TopicBacklog, type PartitionBacklog, type BacklogMonitorOptions } from './control/backlog.ts';
+export { RateWindow, drainSeconds } from './control/rate-window.ts';
+export { eventStatus, consumerState, type EventStatus, type ConsumerEventStatus, type ConsumerEventState } from './control/event-status.ts';
+export type { OutboxEventRow } from './queries/event-status.ts';
+export { skipEvent, type SkipRequest, type SkipResult } from './control/skip-event.ts';
+export { retryNow, type RetryNowRequest, type RetryNowResult } from './control/retry-now.ts';
+export { republish, type RepublishRequest, type RepublishResult } from './control/republish.ts';
+export { checkHealth, type HealthCheck, type Probe } from './control/health.ts';
+// Telemetry: OpenTelemetry through @opentelemetry/api only (the SDK is started by entry files, see @postbox/api).
+export { otelRequest, type OtelRequest } from './telemetry/otel-env.ts';
+export { ATTR, LEGACY_ATTR, POSTBOX_ATTR } from './telemetry/attributes.ts';
+export { parseTraceparent, formatTraceparent, sanitizeTraceFields, type TraceContextFields } from './telemetry/trace-context.ts';
+export { recordLogFields, type EventLogFields } from './telemetry/log-fields.ts';
+export type { TopicSendReport, FailedEvent } from './relay/cycle.ts';
+// The verifier (postbox verify; the end of every fault scenario) and the failpoints fault tests arm.
+export { verify } from './verify/verify.ts';
+export { collect, type VerifyConsumer, type CollectDeps } from './verify/collect.ts';
+export { check, defaultCheckOptions, type CheckOptions, type VerifyReport, type LogReport, type ConsumerReport, type Tally, type EventState } from './verify/check.ts';
+export { formatReport, totals, type VerifyTotals } from './verify/report.ts';
+export type { EffectSource } from './verify/effects.ts';
+export type { Observation, OutboxFact, RecordFact, PartitionFact, ConsumerFacts, FailureFact, EffectFacts } from './verify/observation.ts';
+export type { TopicReader, LogBounds } from './ports/topic-reader.ts';
+export { KafkaTopicReader, type KafkaTopicReaderOptions } from './adapters/kafka/topic-reader.ts';
+export { fingerprint } from './envelope/fingerprint.ts';
+export { FAILPOINTS, parseFailpoint, type FailpointName } from './testing/failpoint.ts';
+export { consumerSql } from './consumer/pool.ts';
+export { HandlerTimeoutError } from './consumer/handler-timeout.ts';

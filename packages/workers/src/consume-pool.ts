@@ -1,6 +1,7 @@
 import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult, ConsumerDefinition } from '@postbox/engine';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { fixedPool } from './fixed-pool.ts';
+import { ThreadTelemetry } from './thread-telemetry.ts';
 
 export interface ConsumePoolOptions {
   databaseUrl: string;
@@ -14,8 +15,9 @@ export interface ConsumePoolOptions {
  */
 export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor {
   const threads = options.definition.limits.threads;
-  const workerData: ConsumeWorkerData = { databaseUrl: options.databaseUrl, definition: options.definition };
-  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, threads, threads * 4);
+  const telemetry = new ThreadTelemetry('consumer');
+  const workerData: ConsumeWorkerData = { databaseUrl: options.databaseUrl, definition: options.definition, telemetry: telemetry.options };
+  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, threads, threads * 4, telemetry);
   return {
     concurrency: threads,
     run: (task: ConsumeTask) => pool.run(task, { transferList: [task.values.buffer as ArrayBuffer] }) as Promise<ConsumeTaskResult>,

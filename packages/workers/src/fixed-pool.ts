@@ -1,4 +1,5 @@
 import { Piscina } from 'piscina';
+import type { ThreadTelemetry } from './thread-telemetry.ts';
 
 /** A piscina pool of a fixed size and a way to close it once (drain, then destroy even if draining failed). */
 export interface FixedPool {
@@ -11,7 +12,7 @@ export interface FixedPool {
  * database pool and handler), the queue is bounded, and atomics are off so a thread waiting for its next task
  * keeps serving its sockets (FIELD-NOTES, piscina).
  */
-export function fixedPool(worker: URL, workerData: unknown, threads: number, maxQueue: number): FixedPool {
+export function fixedPool(worker: URL, workerData: unknown, threads: number, maxQueue: number, telemetry?: ThreadTelemetry): FixedPool {
   const pool = new Piscina({
     filename: worker.href,
     workerData,
@@ -26,7 +27,8 @@ export function fixedPool(worker: URL, workerData: unknown, threads: number, max
   return {
     pool,
     close() {
-      closing ??= pool.close().then(
+      // The threads' spans are flushed while the threads still live (close() ends them).
+      closing ??= (telemetry ? telemetry.flush() : Promise.resolve()).then(() => pool.close()).then(
         () => pool.destroy(),
         () => pool.destroy(),
       );

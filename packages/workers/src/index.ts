@@ -2,3 +2,4 @@ export { createPublishPool, type PublishPoolOptions } from './pools.ts';
 export type { PublishWorkerData } from './publish-worker-data.ts';
 export { createConsumePool, type ConsumePoolOptions } from './consume-pool.ts';
 export type { ConsumeWorkerData } from './consume-worker-data.ts';
+export { ThreadTelemetry, startThreadTelemetry, defaultServiceName, SEND_LINK_LIMIT, type ThreadTelemetryOptions } from './thread-telemetry.ts';

@@ -1,8 +1,9 @@
 import type { CycleResult, LaneExecutor, LaneTask } from '@postbox/engine';
 import { fixedPool } from './fixed-pool.ts';
 import type { PublishWorkerData } from './publish-worker-data.ts';
+import { ThreadTelemetry } from './thread-telemetry.ts';
 
-export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoolSize'> {
+export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoolSize' | 'telemetry'> {
   /** Worker threads, each with its own producer. @defaultValue 2 */
   threads?: number;
   /** Per-thread PostgreSQL connections. @defaultValue 2 */
@@ -12,12 +13,14 @@ export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoo
 /** A LaneExecutor backed by a fixed piscina pool; each thread owns a producer and a small PostgreSQL pool. */
 export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
   const threads = options.threads ?? 2;
+  const telemetry = new ThreadTelemetry('relay');
   const workerData: PublishWorkerData = {
     databaseUrl: options.databaseUrl,
     databasePoolSize: options.databasePoolSize ?? 2,
     kafka: options.kafka,
     relay: options.relay,
+    telemetry: telemetry.options,
   };
-  const { pool, close } = fixedPool(new URL('./publish.worker.ts', import.meta.url), workerData, threads, threads * 64);
+  const { pool, close } = fixedPool(new URL('./publish.worker.ts', import.meta.url), workerData, threads, threads * 64, telemetry);
   return { run: (task: LaneTask) => pool.run(task) as Promise<CycleResult>, close };
 }

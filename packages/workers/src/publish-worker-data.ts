@@ -1,4 +1,5 @@
 import type { KafkaConnection, RelayOptions } from '@postbox/engine';
+import type { ThreadTelemetryOptions } from './thread-telemetry.ts';
 
 /** What a publish worker thread needs to open its own connections. Plain data: it is structured-cloned. */
 export interface PublishWorkerData {
@@ -7,4 +8,6 @@ export interface PublishWorkerData {
   databasePoolSize: number;
   kafka: KafkaConnection;
   relay: RelayOptions;
+  /** The thread starts its own tracing SDK when OTEL_* asks for it (thread-telemetry.ts). */
+  telemetry?: ThreadTelemetryOptions;
 }

@@ -4,10 +4,12 @@
 import { workerData } from 'node:worker_threads';
 import { connect, KafkaPublisher, runLaneCycle, type LaneTask } from '@postbox/engine';
 import type { PublishWorkerData } from './publish-worker-data.ts';
+import { startThreadTelemetry } from './thread-telemetry.ts';
 
 const data = workerData as PublishWorkerData;
 
 async function open() {
+  await startThreadTelemetry(data.telemetry, process.env);
   const sql = connect({ url: data.databaseUrl, max: data.databasePoolSize, applicationName: 'postbox-relay-worker' });
   const publisher = new KafkaPublisher({ ...data.kafka, clientId: `${data.kafka.clientId ?? 'postbox'}-relay` });
   return (task: LaneTask) => runLaneCycle({ sql, publisher, options: data.relay }, task);

@@ -4,6 +4,8 @@ import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
 import { appliedSequences, ceRecord, createHandlerTables, produce, RECORDING_HANDLER, startTestConsumer, type RawRecord } from '../support/consumer.ts';
+import { assertVerified, verifyTestConsumer } from '../support/pipeline.ts';
+import { stack } from '../support/stack.ts';
 
 let db: TestDatabase;
 const topic = uniqueTopic('poison');
@@ -82,4 +84,10 @@ test('poison messages of each kind land in the failure store with their raw byte
     poison.map(([a]) => [a, a === 'p-perm' ? '3' : '2,3']).sort((x, y) => x[0]!.localeCompare(y[0]!)),
     'the blocked aggregates park their later versions',
   );
+  // The verifier agrees: every record accounted for (applied, in the failure store — by position for the one
+  // without a readable id — or parked behind its failure), nothing lost, doubled or reordered.
+  const report = await verifyTestConsumer(db.sql, stack.KAFKA_BROKERS, 'poison', [topic], { final: true });
+  assertVerified(report);
+  const c = report.consumers[0]!;
+  assert.deepEqual({ failed: c.failed, blocked: c.blocked, applied: c.applied }, { failed: poison.length, blocked: 13, applied: HEALTHY * 3 + 1 });
 });

@@ -9,13 +9,16 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A new, migrated database of its own for one test file: tests never share state. */
-export async function freshDatabase(prefix = 'pbt'): Promise<TestDatabase> {
+/**
+ * A new, migrated database of its own for one test file: tests never share state. On the shared stack's server,
+ * or on `serverUrl` (a private server of a fault test).
+ */
+export async function freshDatabase(prefix = 'pbt', serverUrl = stack.DATABASE_URL): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(5).toString('hex')}`;
-  const admin = connect({ url: stack.DATABASE_URL, max: 1, applicationName: 'postbox-test-admin' });
+  const admin = connect({ url: serverUrl, max: 1, applicationName: 'postbox-test-admin' });
   await admin.unsafe(`CREATE DATABASE ${name}`);
   await admin.end();
-  const url = withDatabase(stack.DATABASE_URL, name);
+  const url = withDatabase(serverUrl, name);
   const sql = connect({ url, max: 10, applicationName: 'postbox-test' });
   await migrate(sql);
   return {
@@ -23,7 +26,9 @@ export async function freshDatabase(prefix = 'pbt'): Promise<TestDatabase> {
     sql,
     async drop() {
       await sql.end({ timeout: 5 });
-      const a = connect({ url: stack.DATABASE_URL, max: 1 });
+      // POSTBOX_TEST_KEEP_DB=1 keeps every test database for a post-mortem (printed here).
+      if (process.env.POSTBOX_TEST_KEEP_DB) return void console.log(`# kept database ${url}`);
+      const a = connect({ url: serverUrl, max: 1 });
       await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
       await a.end();
     },

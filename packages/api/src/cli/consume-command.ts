@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import {
   ConfigError,
   connect,
+  registerConsumer,
   Consumer,
   createLogger,
   ensureTopics,
@@ -17,6 +18,7 @@ import { createConsumePool } from '@postbox/workers';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { stackEnv } from '../stack/index.ts';
+import { startTelemetry } from '../telemetry/sdk.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
 
 const HELP = `postbox consume — run consumers: Kafka → per-aggregate ordered, inbox-deduplicated handlers
@@ -51,6 +53,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(progressMs) || progressMs < 0) throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv());
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
+  await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();
   const definitions = await resolveConsumers(positionals.length > 0 ? positionals : [DEMO_CONSUMER], config);
   if (definitions.some((d) => d.name === DEMO_CONSUMER)) await ensureTopics(config.kafka, config.topics);
@@ -73,12 +76,15 @@ export async function consumeCommand(argv: string[]): Promise<number> {
  * and its durable retry schedule (ledger in PostgreSQL, alarm in Redis) when a Redis URL is configured.
  */
 export async function startConsumer(config: PostboxConfig, definition: ConsumerDefinition, log: Logger, inline = false): Promise<Consumer> {
+  await announce(config, definition);
   const subscriber = new KafkaSubscriber({
     ...config.kafka,
     clientId: `${config.kafka.clientId ?? 'postbox'}-consumer`,
     groupId: definition.groupId,
     topics: definition.topics,
     fromBeginning: definition.fromBeginning,
+    sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+    heartbeatIntervalMs: config.kafkaHeartbeatMs,
   });
   const executor = inline ? inlineConsumeExecutor(definition, config.databaseUrl) : createConsumePool({ databaseUrl: config.databaseUrl, definition });
   const retries = config.redisUrl
@@ -101,6 +107,16 @@ export async function startConsumer(config: PostboxConfig, definition: ConsumerD
   const stop = consumer.stop.bind(consumer);
   consumer.stop = () => stop().finally(() => retries.sql.end({ timeout: 5 }));
   return consumer;
+}
+
+/** The control plane finds a consumer's group and topics in the registry (for lag and rates). */
+async function announce(config: PostboxConfig, definition: ConsumerDefinition): Promise<void> {
+  const sql = connect({ url: config.databaseUrl, max: 1, applicationName: `postbox-consumer-${definition.name}` });
+  try {
+    await registerConsumer(sql, { name: definition.name, groupId: definition.groupId, topics: definition.topics });
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 function withThreads(definition: ConsumerDefinition, threads: number | undefined): ConsumerDefinition {

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { createLogger } from '@postbox/engine';
 import { readConfig } from '../config/env.ts';
 import { stackEnv } from '../stack/index.ts';
+import { startTelemetry } from '../telemetry/sdk.ts';
 import { relaySql, startRelay } from './relay-role.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
 
@@ -21,6 +22,7 @@ export async function relayCommand(argv: string[]): Promise<number> {
   }
   const config = readConfig(stackEnv(), values.threads === undefined ? process.env : { ...process.env, POSTBOX_RELAY_THREADS: values.threads });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
+  await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();
   const sql = relaySql(config);
   try {

@@ -1,6 +1,10 @@
 import { parseArgs } from 'node:util';
 import { connect, createLogger, createWaker, migrate, outboxBacklog } from '@postbox/engine';
+import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
+import { createApiResources } from '../graphql/deps.ts';
+import { startControlPlane } from '../graphql/server.ts';
+import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService } from '../demo/order-service.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startConsumer } from './consume-command.ts';
@@ -9,7 +13,8 @@ import { relaySql, startRelay } from './relay-role.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
 
 const HELP = `postbox start — the whole system on this machine: local stack (what is missing), migrations, relay,
-and a demo order service producing traffic. Prints progress every 5 s; Ctrl-C stops it cleanly.
+a demo order service producing traffic, its projection consumer, and the GraphQL control plane
+(POSTBOX_API_PORT, default 4000). Prints progress every 5 s; Ctrl-C stops it cleanly.
 
 Environment: as for postbox relay, plus POSTBOX_DEMO_RATE (events/s, default 50; 0 = no demo traffic).
 Options:
@@ -25,6 +30,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   const stack = await stackUp({ log: (line) => console.log(line) });
   const config = readConfig(stack);
   const log = createLogger({ level: process.env.LOG_LEVEL ?? 'warn', name: 'postbox' });
+  await using _telemetry = await startTelemetry('start', { log });
   const sql = connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' });
   const rsql = relaySql(config);
   try {
@@ -35,6 +41,11 @@ export async function startCommand(argv: string[]): Promise<number> {
     const topic = config.topics[0]!.topic;
     const consumer = await startConsumer(config, demoProjectionConsumer(topic), log);
     const demo = config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate }) : null;
+    const apiConfig = readApiConfig();
+    const resources = createApiResources(config);
+    const plane = await startControlPlane(apiConfig, resources.deps);
+    console.log(`GraphQL control plane: ${plane.url}${apiConfig.production ? '' : ' (GraphiQL in a browser)'}`);
+    if (apiConfig.devToken) console.log(`development operator token (this run only): Authorization: Bearer ${apiConfig.devToken}`);
     console.log(`postbox running: relay ${relay.owner} (lanes ${relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`);
     console.log('Ctrl-C to stop.');
     const progress = setInterval(() => {
@@ -50,8 +61,10 @@ export async function startCommand(argv: string[]): Promise<number> {
       );
     }, 5000);
     await untilAborted(signal);
-    console.log('stopping: demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
+    console.log('stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
     clearInterval(progress);
+    await plane.close();
+    await resources.close();
     await demo?.stop();
     await waker.flush();
     await relay.stop();

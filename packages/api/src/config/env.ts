@@ -17,6 +17,12 @@ export interface PostboxConfig {
   demoRate: number;
   /** How often each consumer checks its retry ledger against the scheduler's jobs. */
   retryReconcileMs: number;
+  /**
+   * Consumer group session: a member silent this long is dropped and its partitions move (a crashed process
+   * holds them until then). Within the broker's group.min/max.session.timeout.ms.
+   */
+  kafkaSessionTimeoutMs: number;
+  kafkaHeartbeatMs: number;
 }
 
 export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env): PostboxConfig {
@@ -37,6 +43,8 @@ export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env
     logLevel: env.LOG_LEVEL ?? 'info',
     demoRate: int(env, 'POSTBOX_DEMO_RATE', 50, 0),
     retryReconcileMs: int(env, 'POSTBOX_RETRY_RECONCILE_MS', 60_000, 1000),
+    kafkaSessionTimeoutMs: int(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 30_000, 1000),
+    kafkaHeartbeatMs: int(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 3000, 100),
   };
 }
 

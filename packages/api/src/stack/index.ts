@@ -16,6 +16,7 @@ import { redisAnswers, redisService, REDIS_URL } from './redis.ts';
 import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
 
 export { StackError, type StackErrorCode } from './errors.ts';
+export { privateKafka, privatePostgres, privateRedis, type PrivateServer } from './private.ts';
 
 export interface StackEnv {
   DATABASE_URL: string;

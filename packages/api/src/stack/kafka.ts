@@ -14,16 +14,27 @@ const CONTROLLER: HostPort = { host: '127.0.0.1', port: 19093 };
 
 export const KAFKA_BROKERS = formatAddress(ADDRESS);
 
-export function kafkaService(paths: StackPaths): LocalService {
+/** Where a broker listens; `advertised` (default: the listener) is the address clients are told to use. */
+export interface KafkaPorts {
+  broker: HostPort;
+  controller: HostPort;
+  advertised?: HostPort;
+}
+
+/**
+ * The stack's broker; a private one (stack/private.ts) passes its own paths, ports and extra server properties.
+ */
+export function kafkaService(paths: StackPaths, ports: KafkaPorts = { broker: ADDRESS, controller: CONTROLLER }, extraProperties = ''): LocalService {
   const { kafka } = paths;
+  const url = formatAddress(ports.advertised ?? ports.broker);
   const classpath = `${kafka.libs}/*`;
   const log4j = `-Dlog4j.configuration=file:${kafka.log4jProperties}`;
   return {
     name: 'kafka',
-    address: ADDRESS,
-    otherPorts: [CONTROLLER],
+    address: ports.broker,
+    otherPorts: [ports.controller],
     envVar: 'KAFKA_BROKERS',
-    url: KAFKA_BROKERS,
+    url,
     dataDir: kafka.data,
     logFile: kafka.log,
     mayRemovePidFile: true,
@@ -37,7 +48,7 @@ export function kafkaService(paths: StackPaths): LocalService {
       const java = await requireExecutable('java');
       await fs.mkdir(kafka.data, { recursive: true });
       if (!(await jarsCached(paths))) await downloadJars(paths);
-      await fs.writeFile(kafka.serverProperties, serverProperties(paths));
+      await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties));
       await fs.writeFile(kafka.log4jProperties, log4jProperties(paths));
       if (!(await fileExists(kafka.metaProperties))) {
         const tool = [log4j, '-cp', classpath, 'kafka.tools.StorageTool'];
@@ -57,7 +68,7 @@ export function kafkaService(paths: StackPaths): LocalService {
       );
       await fs.writeFile(kafka.pidFile, `${pid}\n`);
     },
-    ready: () => kafkaAnswers([KAFKA_BROKERS]),
+    ready: () => kafkaAnswers([url]),
     stop: async (pid) => {
       // A KRaft broker's controlled shutdown usually takes a few seconds; 30 s before SIGKILL.
       await terminate(pid, 30_000);
@@ -145,13 +156,13 @@ function pom(): string {
 `;
 }
 
-function serverProperties({ kafka }: StackPaths): string {
+function serverProperties({ kafka }: StackPaths, ports: KafkaPorts, extra: string): string {
   return `# Written by \`postbox stack up\` on every start; edit kafka.ts instead.
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@${formatAddress(CONTROLLER)}
-listeners=PLAINTEXT://${formatAddress(ADDRESS)},CONTROLLER://${formatAddress(CONTROLLER)}
-advertised.listeners=PLAINTEXT://${formatAddress(ADDRESS)}
+controller.quorum.voters=1@${formatAddress(ports.controller)}
+listeners=PLAINTEXT://${formatAddress(ports.broker)},CONTROLLER://${formatAddress(ports.controller)}
+advertised.listeners=PLAINTEXT://${formatAddress(ports.advertised ?? ports.broker)}
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=${kafka.data}
@@ -164,7 +175,7 @@ group.initial.rebalance.delay.ms=0
 num.partitions=1
 # 2 MiB, above Postbox's 1 MiB envelope limit, so the envelope check is the one that fires.
 message.max.bytes=2097152
-`;
+${extra}`;
 }
 
 function log4jProperties({ kafka }: StackPaths): string {

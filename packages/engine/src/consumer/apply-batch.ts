@@ -10,11 +10,15 @@ import { toLedgerRecord } from '../retry/ledger-record.ts';
 import { deleteParked, parkedOf, parkEvents, type ParkedRow, type StoredRecord } from '../queries/consumer-parked.ts';
 import { lockAggregates, saveVersions } from '../queries/consumer-version.ts';
 import { insertFailure } from '../queries/failure-insert.ts';
-import { insertInbox } from '../queries/inbox-insert.ts';
+import { forgetInbox, insertInbox } from '../queries/inbox-insert.ts';
+import { fingerprint } from '../envelope/fingerprint.ts';
+import { withinTimeout } from './handler-timeout.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import type { Handler } from './handler.ts';
 import { parseRecord } from './parse.ts';
+import { ProcessSpans } from '../telemetry/process-spans.ts';
+import { scrubPayload } from '../telemetry/redact.ts';
 import { expectedVersion, gate } from './version-gate.ts';
 import { decodeTask, type ConsumeTask, type ConsumeTaskResult, type RecordResult, type WireRecord } from './wire.ts';
 
@@ -39,7 +43,14 @@ import { decodeTask, type ConsumeTask, type ConsumeTaskResult, type RecordResult
 export interface ConsumeStepDeps {
   sql: Sql;
   handler: Handler;
-  definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'>;
+  definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'> & Partial<Pick<ConsumerDefinition, 'groupId'>>;
+}
+
+/** The step's own view: the handler runs inside each event's process span. */
+interface StepDeps extends ConsumeStepDeps {
+  spans: ProcessSpans;
+  /** Retries are durable (ledger + scheduler) for this task. */
+  durable?: boolean;
 }
 
 interface ValidEvent {
@@ -50,6 +61,18 @@ interface ValidEvent {
 
 export async function consumeBatch(deps: ConsumeStepDeps, task: ConsumeTask): Promise<ConsumeTaskResult> {
   const records = decodeTask(task);
+  const spans = new ProcessSpans(records, { consumer: deps.definition.name, groupId: deps.definition.groupId }, task.traceparent);
+  try {
+    const result = await consumeRecords({ ...deps, handler: spans.wrap(deps.handler), spans, durable: task.durable === true }, task, records);
+    spans.end(result.results);
+    return result;
+  } catch (cause) {
+    spans.fail(classify(cause).code);
+    throw cause;
+  }
+}
+
+async function consumeRecords(deps: StepDeps, task: ConsumeTask, records: WireRecord[]): Promise<ConsumeTaskResult> {
   const results: RecordResult[] = new Array(records.length);
   const valid: ValidEvent[] = [];
   for (let i = 0; i < records.length; i++) {
@@ -84,7 +107,7 @@ export async function consumeBatch(deps: ConsumeStepDeps, task: ConsumeTask): Pr
 }
 
 /** One event in its own transaction, with immediate retries of serialization failures and deadlocks. */
-async function applyOne(deps: ConsumeStepDeps, event: ValidEvent, durable: boolean): Promise<RecordResult> {
+async function applyOne(deps: StepDeps, event: ValidEvent, durable: boolean): Promise<RecordResult> {
   for (let immediate = 0; ; immediate++) {
     try {
       const [one] = await deps.sql.begin((tx) => applyEvents(deps, tx, [event], true));
@@ -94,7 +117,7 @@ async function applyOne(deps: ConsumeStepDeps, event: ValidEvent, durable: boole
       if (c.kind === 'permanent') return settleFailure(deps, event.record, failureOf(event.envelope, cause, c.code));
       if (c.immediate && immediate < IMMEDIATE_RETRIES) continue;
       // A due retry's next step is decided by its ledger row (retry/process-retry.ts), not here.
-      if (!durable || event.record.retry) return transient(cause, c.code);
+      if (!durable || event.record.retry) return transient(cause, c.code, event.envelope);
       return scheduleRetryOf(deps, event, cause, c.code);
     }
   }
@@ -105,10 +128,10 @@ async function applyOne(deps: ConsumeStepDeps, event: ValidEvent, durable: boole
  * one transaction, so the offset may be committed after it. Past the event's deadline or with no attempts left
  * it goes to the failure store instead. If even that cannot be written, the consumer holds it in memory.
  */
-async function scheduleRetryOf(deps: ConsumeStepDeps, event: ValidEvent, cause: unknown, code: string): Promise<RecordResult> {
+async function scheduleRetryOf(deps: StepDeps, event: ValidEvent, cause: unknown, code: string): Promise<RecordResult> {
   const { envelope, record } = event;
   const consumer = deps.definition.name;
-  const detail = errorDetail(cause);
+  const detail = errorDetail(cause, envelope);
   const now = Date.now();
   const deadline = envelope.deadline ? Date.parse(envelope.deadline) : null;
   const decision = nextRetry({ attempt: record.attempt, firstFailedAt: now, now, deadline, budget: deps.definition.retry });
@@ -131,13 +154,14 @@ async function scheduleRetryOf(deps: ConsumeStepDeps, event: ValidEvent, cause: 
       await blockAggregate(tx, consumer, { aggregate_id: envelope.aggregate_id, event_id: envelope.event_id, aggregate_version: envelope.aggregate_version, reason: 'retrying', detail: `${code}: ${detail}` });
       return at;
     });
-    return { outcome: 'scheduled', drained: 0, code, detail, retry: { eventId: envelope.event_id, attempt: record.attempt + 1, dueAt: dueAt.getTime() } };
+    const traceparent = deps.spans.traceparentOf(envelope.event_id);
+    return { outcome: 'scheduled', drained: 0, code, detail, retry: { eventId: envelope.event_id, attempt: record.attempt + 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) } };
   } catch {
-    return transient(cause, code);
+    return transient(cause, code, envelope);
   }
 }
 
-async function applyEvents(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[], single: boolean): Promise<RecordResult[]> {
+async function applyEvents(deps: StepDeps, tx: Tx, events: ValidEvent[], single: boolean): Promise<RecordResult[]> {
   const consumer = deps.definition.name;
   const policy = deps.definition.firstVersion;
   const states = await lockAggregates(tx, consumer, events.map((e) => e.envelope.aggregate_id));
@@ -153,19 +177,29 @@ async function applyEvents(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[], 
   }
   // The blocking event itself, delivered again by the broker, waits in the ledger or the failure store: absorbed.
   const isBlocker = blocks;
-  const inserted = await insertInbox(
+  const prints = new Map(events.map((e) => [e, fingerprint(e.record)]));
+  const { inserted, conflicts } = await insertInbox(
     tx,
     consumer,
-    events.filter((e) => !isBlocker(e)).map((e) => ({ event_id: e.envelope.event_id, aggregate_id: e.envelope.aggregate_id, aggregate_version: e.envelope.aggregate_version })),
+    events.filter((e) => !isBlocker(e)).map((e) => ({ event_id: e.envelope.event_id, aggregate_id: e.envelope.aggregate_id, aggregate_version: e.envelope.aggregate_version, fingerprint: prints.get(e)! })),
   );
   const results: RecordResult[] = [];
   const versions = new Map<string, number>();
   const park: ParkedRow[] = [];
   const applied: string[] = [];
   const toApply: ValidEvent[] = [];
+  // The first of a batch's records with one event id is the one taken in; a later one is compared with it.
+  const firstOf = new Map<string, ValidEvent>();
   for (const event of events) {
     const { envelope, record } = event;
-    if (!inserted.has(envelope.event_id)) {
+    const first = firstOf.get(envelope.event_id);
+    if (!first) firstOf.set(envelope.event_id, event);
+    const conflict = first ? !prints.get(first)!.equals(prints.get(event)!) : conflicts.has(envelope.event_id);
+    if (conflict) {
+      results.push(await conflictFailure(tx, deps, event));
+      continue;
+    }
+    if (first || !inserted.has(envelope.event_id)) {
       results.push({ outcome: 'duplicate', drained: 0 });
       continue;
     }
@@ -186,10 +220,14 @@ async function applyEvents(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[], 
   }
   await runHandlers(deps, tx, toApply);
   if (applied.length > 0) {
-    const drained = await drain(deps, tx, applied, versions, single);
+    const { counts, retries } = await drain(deps, tx, applied, versions, single);
     for (let i = 0; i < events.length; i++) {
-      const n = drained.get(events[i]!.envelope.aggregate_id);
-      if (n && results[i]!.outcome === 'applied') results[i]!.drained = n;
+      const aggregate = events[i]!.envelope.aggregate_id;
+      if (results[i]!.outcome !== 'applied') continue;
+      const n = counts.get(aggregate);
+      if (n) results[i]!.drained = n;
+      const later = retries.get(aggregate);
+      if (later) results[i]!.successorRetries = [later];
     }
   }
   await parkEvents(tx, consumer, park);
@@ -202,9 +240,10 @@ async function applyEvents(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[], 
  * handlers started together are pipelined on the transaction's connection). All started handlers finish before
  * an error is rethrown, so nothing runs on the transaction after it is rolled back.
  */
-async function runHandlers(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[]): Promise<void> {
+async function runHandlers(deps: StepDeps, tx: Tx, events: ValidEvent[]): Promise<void> {
   const consumer = deps.definition.name;
-  const run = (e: ValidEvent) => deps.handler(e.envelope, tx, { consumer, partition: e.record.partition, offset: e.record.offset, attempt: e.record.attempt });
+  const limit = deps.definition.limits.handlerTimeoutMs;
+  const run = (e: ValidEvent) => withinTimeout(() => deps.handler(e.envelope, tx, { consumer, partition: e.record.partition, offset: e.record.offset, attempt: e.record.attempt }), limit);
   const width = deps.definition.limits.handlerConcurrency;
   if (width <= 1) {
     for (const e of events) await run(e);
@@ -217,10 +256,16 @@ async function runHandlers(deps: ConsumeStepDeps, tx: Tx, events: ValidEvent[]):
   }
 }
 
-/** Applies parked successors of just-applied aggregates in version order, stopping at the first gap. */
-async function drain(deps: ConsumeStepDeps, tx: Tx, aggregates: string[], versions: Map<string, number>, single: boolean): Promise<Map<string, number>> {
+/**
+ * Applies parked successors of just-applied aggregates in version order, stopping at the first gap. Alone in
+ * its transaction (`single`), each successor runs in a savepoint: a permanent error puts it in the failure store,
+ * a transient one gives it a durable retry of its own (ledger row + block, in this transaction) — never the
+ * predecessor's failure, which did apply (a successor's error once failed the predecessor's retry with it).
+ */
+async function drain(deps: StepDeps, tx: Tx, aggregates: string[], versions: Map<string, number>, single: boolean): Promise<{ counts: Map<string, number>; retries: Map<string, { eventId: string; attempt: number; dueAt: number }> }> {
   const consumer = deps.definition.name;
   const counts = new Map<string, number>();
+  const retries = new Map<string, { eventId: string; attempt: number; dueAt: number }>();
   const done: Array<{ aggregate_id: string; aggregate_version: number }> = [];
   const stopped = new Set<string>();
   for (const row of await parkedOf(tx, consumer, aggregates)) {
@@ -243,14 +288,21 @@ async function drain(deps: ConsumeStepDeps, tx: Tx, aggregates: string[], versio
       stopped.add(row.aggregate_id);
       continue;
     }
-    const run = (q: Tx) => deps.handler(parsed.envelope, q, { consumer, partition: record.partition, offset: record.offset, attempt: 1 });
+    const run = (q: Tx) => withinTimeout(() => deps.handler(parsed.envelope, q, { consumer, partition: record.partition, offset: record.offset, attempt: 1 }), deps.definition.limits.handlerTimeoutMs);
     if (single) {
       try {
         await tx.savepoint((sp) => run(sp as unknown as Tx));
       } catch (cause) {
         const c = classify(cause);
-        if (c.kind !== 'permanent') throw cause;
-        await failInTransaction(tx, deps, record, failureOf(parsed.envelope, cause, c.code));
+        // Taken in when it was parked, not applied now: its retry or replay must find it new.
+        if (c.kind === 'permanent' || durableDrain(deps)) await forgetInbox(tx, consumer, parsed.envelope.event_id);
+        if (c.kind !== 'permanent') {
+          const retry = durableDrain(deps) ? await scheduleSuccessorRetry(deps, tx, record, parsed.envelope, cause, c.code) : null;
+          if (!retry) throw cause;
+          if (retry !== 'failed') retries.set(row.aggregate_id, retry);
+        } else {
+          await failInTransaction(tx, deps, record, failureOf(parsed.envelope, cause, c.code));
+        }
         done.push(row);
         stopped.add(row.aggregate_id);
         continue;
@@ -263,7 +315,39 @@ async function drain(deps: ConsumeStepDeps, tx: Tx, aggregates: string[], versio
     done.push(row);
   }
   await deleteParked(tx, consumer, done);
-  return counts;
+  return { counts, retries };
+}
+
+function durableDrain(deps: StepDeps): boolean {
+  return deps.durable === true;
+}
+
+/**
+ * A drained successor's first failure, in the predecessor's transaction: the budget decides between a ledger row
+ * (plus the block, so later versions park behind it) and the failure store. 'failed' when it went there.
+ */
+async function scheduleSuccessorRetry(deps: StepDeps, tx: Tx, record: InboundRecord, envelope: Envelope, cause: unknown, code: string): Promise<{ eventId: string; attempt: number; dueAt: number } | 'failed'> {
+  const consumer = deps.definition.name;
+  const detail = errorDetail(cause, envelope);
+  const now = Date.now();
+  const deadline = envelope.deadline ? Date.parse(envelope.deadline) : null;
+  const decision = nextRetry({ attempt: 1, firstFailedAt: now, now, deadline, budget: deps.definition.retry });
+  if (decision.action !== 'retry') {
+    const expired = decision.action === 'expired';
+    await failInTransaction(tx, deps, record, {
+      ...failureOf(envelope, cause, expired ? 'expired' : code),
+      detail: expired ? `deadline ${envelope.deadline} passed; last error: ${detail}` : `retry budget spent (${decision.reason}) after 1 attempt(s): ${detail}`,
+      status: expired ? 'expired' : 'open',
+    });
+    return 'failed';
+  }
+  const dueAt = await scheduleRetry(tx, {
+    consumer, eventId: envelope.event_id, aggregateId: envelope.aggregate_id, aggregateVersion: envelope.aggregate_version,
+    topic: record.topic, record: toLedgerRecord(record), attempt: 2, delayMs: decision.delayMs,
+    deadline: deadline === null ? null : new Date(deadline), errorCode: code, error: detail,
+  });
+  await blockAggregate(tx, consumer, { aggregate_id: envelope.aggregate_id, event_id: envelope.event_id, aggregate_version: envelope.aggregate_version, reason: 'retrying', detail: `${code}: ${detail}` });
+  return { eventId: envelope.event_id, attempt: 2, dueAt: dueAt.getTime() };
 }
 
 interface Failure {
@@ -283,7 +367,7 @@ interface Failure {
 function failureOf(envelope: Envelope, cause: unknown, code: string): Failure {
   return {
     code,
-    detail: errorDetail(cause),
+    detail: errorDetail(cause, envelope),
     envelope,
     eventId: envelope.event_id,
     eventType: envelope.event_type,
@@ -293,16 +377,16 @@ function failureOf(envelope: Envelope, cause: unknown, code: string): Failure {
 }
 
 /** A permanent failure, in its own transaction: failure row with the raw bytes, and the aggregate blocked. */
-async function settleFailure(deps: ConsumeStepDeps, record: InboundRecord, failure: Failure): Promise<RecordResult> {
+async function settleFailure(deps: StepDeps, record: InboundRecord, failure: Failure): Promise<RecordResult> {
   try {
     await deps.sql.begin((tx) => failInTransaction(tx, deps, record, failure));
     return { outcome: 'failed', drained: 0, code: failure.code, detail: failure.detail };
   } catch (cause) {
-    return transient(cause, classify(cause).code);
+    return transient(cause, classify(cause).code, failure.envelope);
   }
 }
 
-async function failInTransaction(tx: Tx, deps: ConsumeStepDeps, record: InboundRecord, f: Failure): Promise<void> {
+async function failInTransaction(tx: Tx, deps: StepDeps, record: InboundRecord, f: Failure): Promise<void> {
   const consumer = deps.definition.name;
   await insertFailure(tx, consumer, {
     event_id: f.eventId,
@@ -325,13 +409,41 @@ async function failInTransaction(tx: Tx, deps: ConsumeStepDeps, record: InboundR
   }
 }
 
-function errorDetail(cause: unknown): string {
-  const error = cause as PostboxError | undefined;
-  return String(error?.message ?? cause).slice(0, 2000);
+/**
+ * The same event_id with other content than the event taken in before: a producer reused an id. Never absorbed
+ * as a duplicate: stored in the failure store (raw bytes kept) and not applied; the aggregate is not blocked
+ * (the event of that id was applied, or is still coming, with its own content).
+ */
+async function conflictFailure(tx: Tx, deps: StepDeps, event: ValidEvent): Promise<RecordResult> {
+  const detail = `event_id ${event.envelope.event_id} was taken in before with other content (type, versions, key or data differ): a producer reused the id; this delivery was not applied`;
+  await insertFailure(tx, deps.definition.name, {
+    event_id: event.envelope.event_id,
+    event_type: event.envelope.event_type,
+    aggregate_id: event.envelope.aggregate_id,
+    aggregate_version: event.envelope.aggregate_version,
+    topic: event.record.topic,
+    partition: event.record.partition,
+    offset: event.record.offset,
+    payload: event.record.value ? Buffer.from(event.record.value) : null,
+    headers: event.record.headers,
+    envelope: event.envelope,
+    error_code: 'event_id_conflict',
+    error_detail: detail,
+  });
+  return { outcome: 'failed', drained: 0, code: 'event_id_conflict', detail };
 }
 
-function transient(cause: unknown, code: string): RecordResult {
-  return { outcome: 'transient', drained: 0, code, detail: errorDetail(cause) };
+/**
+ * An error's text as stored and logged: a handler's (or its statement's) error may quote the event's data, so
+ * the data's values are taken out of it (telemetry/redact.ts) before it leaves the worker.
+ */
+function errorDetail(cause: unknown, envelope?: Envelope): string {
+  const error = cause as PostboxError | undefined;
+  return scrubPayload(String(error?.message ?? cause), envelope?.data).slice(0, 2000);
+}
+
+function transient(cause: unknown, code: string, envelope?: Envelope): RecordResult {
+  return { outcome: 'transient', drained: 0, code, detail: errorDetail(cause, envelope) };
 }
 
 function storeRecord(r: WireRecord): StoredRecord {

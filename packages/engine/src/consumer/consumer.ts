@@ -3,7 +3,9 @@ import type { InboundRecord, PartitionLag, Subscriber, TopicPartition } from '..
 import { processRetry, type RetryProcessOutcome } from '../retry/process-retry.ts';
 import { reconcileLedger } from '../retry/reconcile.ts';
 import type { RetryJob, RetryScheduler } from '../retry/scheduler.ts';
+import { recordLogFields } from '../telemetry/log-fields.ts';
 import { silentLogger, type Logger } from '../telemetry/logger.ts';
+import { observeConsumer, recordConsumeTask, recordRetryOutcome } from '../telemetry/metrics.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import type { ConsumeExecutor } from './executor.ts';
@@ -123,6 +125,7 @@ export class Consumer {
   #stopped: Promise<void> | null = null;
   readonly #retries: ConsumerConfig['retries'];
   #reconcileTimer: NodeJS.Timeout | null = null;
+  #unobserve: (() => void) | null = null;
   readonly #stats = {
     received: 0, applied: 0, duplicates: 0, ignored: 0, parked: 0, drained: 0, failed: 0, transientRetries: 0, retriesScheduled: 0,
     retriesRun: { stale: 0, settled: 0, rescheduled: 0, exhausted: 0, expired: 0 } as Record<RetryProcessOutcome, number>,
@@ -142,6 +145,7 @@ export class Consumer {
   async start(): Promise<void> {
     if (this.#state !== 'created') throw new Error(`consumer ${this.definition.name} was already started`);
     this.#state = 'running';
+    this.#unobserve = observeConsumer(this, this.definition.name, () => this.#lag, this.#retries?.sql ?? null);
     // Due retries need no partitions: they start at once, not after the group join.
     if (this.#retries) this.#startRetries(this.#retries);
     await this.#subscriber.start({ onRecords: (r) => this.#onRecords(r), onAssignment: (a) => this.#onAssignment(a) });
@@ -182,6 +186,7 @@ export class Consumer {
   }
 
   async #stop(): Promise<void> {
+    this.#unobserve?.();
     if (this.#state === 'created') {
       this.#state = 'stopped';
       await this.#retries?.scheduler.close();
@@ -280,11 +285,17 @@ export class Consumer {
       }
       const wire: WireRecord[] = batch.map(({ item }) => ({ ...item.record, attempt: item.attempt + 1 }));
       this.#stats.tasks++;
+      const dispatched = performance.now();
       const task: Promise<void> = this.#executor.run(encodeTask(wire, this.#retries !== undefined)).then(
-        (result) => this.#onResult(batch, result),
+        (result) => {
+          recordConsumeTask(this.#scope, wire, result.results, performance.now() - dispatched);
+          this.#onResult(batch, result);
+        },
         (cause: unknown) => {
           this.#log.warn({ err: String(cause), events: batch.length }, 'consume task failed; its events will be retried');
-          this.#onResult(batch, { results: batch.map(() => ({ outcome: 'transient', drained: 0, code: 'task_failed', detail: String(cause) })) });
+          const results = batch.map(() => ({ outcome: 'transient' as const, drained: 0, code: 'task_failed', detail: String(cause) }));
+          recordConsumeTask(this.#scope, wire, results, performance.now() - dispatched);
+          this.#onResult(batch, { results });
         },
       );
       const tracked = task.finally(() => {
@@ -309,7 +320,7 @@ export class Consumer {
         item.state = 'waiting';
         const delay = this.#policy.delayMs(item.attempt);
         if (item.attempt === 1 || item.attempt % 10 === 0) {
-          this.#log.warn({ partition: item.part.key, offset: item.record.offset, attempt: item.attempt, code: r.code, err: r.detail, retryInMs: delay }, 'transient failure; retrying');
+          this.#log.warn({ ...recordLogFields(item.record), attempt: item.attempt, error_code: r.code, err: r.detail, retryInMs: delay }, 'transient failure; retrying');
         }
         item.timer = setTimeout(() => {
           item.timer = undefined;
@@ -321,12 +332,30 @@ export class Consumer {
         continue;
       }
       this.#count(r.outcome, r.drained);
+      this.#logOutcome(item.record, r);
       if (!item.part.revoked && item.part.watermark.settle(item.offset)) this.#dirty.add(item.part);
       this.#remove(queue, item);
       if (r.outcome === 'scheduled' && r.retry) this.#enqueueRetry({ consumer: this.definition.name, ...r.retry });
+      for (const job of r.successorRetries ?? []) this.#enqueueRetry({ consumer: this.definition.name, ...job });
     }
     this.#backpressure();
     void this.#commit();
+  }
+
+  /**
+   * The outcomes an operator acts on, one line per event. The rest (applied, duplicate, ignored, parked: parking
+   * is routine when relays race) are only counted (telemetry/metrics.ts).
+   */
+  #logOutcome(record: InboundRecord, r: ConsumeTaskResult['results'][number]): void {
+    if (r.outcome === 'failed') {
+      this.#log.error({ ...recordLogFields(record), error_code: r.code, err: r.detail }, 'event failed for good: in the failure store, its aggregate blocked');
+    } else if (r.outcome === 'scheduled') {
+      this.#log.warn({ ...recordLogFields(record), error_code: r.code, err: r.detail, attempt: r.retry?.attempt, dueAt: r.retry ? new Date(r.retry.dueAt).toISOString() : undefined }, 'event scheduled for a durable retry');
+    }
+  }
+
+  get #scope() {
+    return { consumer: this.definition.name, groupId: this.definition.groupId };
   }
 
   #count(outcome: string, drained: number): void {
@@ -352,21 +381,25 @@ export class Consumer {
   #enqueueRetry(job: RetryJob): void {
     failpoint('retry.after-ledger-before-enqueue');
     this.#retries!.scheduler.schedule(job).catch((cause: unknown) => {
-      this.#log.warn({ err: String(cause), eventId: job.eventId }, 'could not enqueue the retry job; reconciliation will');
+      this.#log.warn({ err: String(cause), event_id: job.eventId, attempt: job.attempt }, 'could not enqueue the retry job; reconciliation will');
     });
   }
 
   /** Runs due retries through the executor (the same engine-owned transaction), and reconciles periodically. */
   #startRetries(retries: NonNullable<ConsumerConfig['retries']>): void {
     const { scheduler, sql } = retries;
-    const run = async (record: InboundRecord, attempt: number) => {
-      const result = await this.#executor.run(encodeTask([{ ...record, attempt, retry: true }], true));
+    const run = async (record: InboundRecord, attempt: number, traceparent?: string) => {
+      const wire: WireRecord[] = [{ ...record, attempt, retry: true }];
+      const dispatched = performance.now();
+      const result = await this.#executor.run({ ...encodeTask(wire, true), ...(traceparent ? { traceparent } : {}) });
+      recordConsumeTask(this.#scope, wire, result.results, performance.now() - dispatched);
       return result.results[0]!;
     };
     scheduler.start(async (job) => {
       const outcome = await processRetry({ sql, consumer: this.definition.name, scheduler, budget: this.definition.retry, definition: this.definition, run }, job);
       this.#stats.retriesRun[outcome]++;
-      if (outcome !== 'stale') this.#log.info({ eventId: job.eventId, attempt: job.attempt, outcome }, 'retry ran');
+      recordRetryOutcome(this.definition.name, outcome);
+      if (outcome !== 'stale') this.#log.info({ event_id: job.eventId, attempt: job.attempt, outcome }, 'retry ran');
     });
     const reconcile = () =>
       reconcileLedger(sql, scheduler).then(

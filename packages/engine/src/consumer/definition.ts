@@ -25,6 +25,12 @@ export interface ConsumerLimits {
    * @defaultValue 1
    */
   handlerConcurrency: number;
+  /**
+   * How long one handler call may take; past it the call is abandoned, its transaction rolled back, and the
+   * event retried as a transient failure (handler_timeout). Also the statement_timeout of the consumer's
+   * connections. @defaultValue 30000
+   */
+  handlerTimeoutMs: number;
 }
 
 export interface ConsumerInput {
@@ -84,6 +90,7 @@ export const defaultConsumerLimits: ConsumerLimits = {
   databasePoolSize: 2,
   maxEventBytes: 1024 * 1024 + 64 * 1024,
   handlerConcurrency: 1,
+  handlerTimeoutMs: 30_000,
 };
 
 const NAME = /^[A-Za-z][A-Za-z0-9._-]{0,99}$/;

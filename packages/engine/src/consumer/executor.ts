@@ -1,7 +1,7 @@
-import { connect } from '../db/connect.ts';
 import { consumeBatch } from './apply-batch.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import { loadHandler } from './handler.ts';
+import { consumerSql } from './pool.ts';
 import type { ConsumeTask, ConsumeTaskResult } from './wire.ts';
 
 /** Runs consume tasks somewhere: a piscina pool (@postbox/workers createConsumePool) or this thread. */
@@ -14,7 +14,7 @@ export interface ConsumeExecutor {
 
 /** The consume step on the calling thread, with its own pool: for tests, debugging and threads = 0. */
 export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUrl: string): ConsumeExecutor {
-  const sql = connect({ url: databaseUrl, max: definition.limits.databasePoolSize, applicationName: `postbox-consumer-${definition.name}` });
+  const sql = consumerSql(definition, databaseUrl);
   const handler = loadHandler(definition.handler);
   let closed: Promise<void> | null = null;
   return {

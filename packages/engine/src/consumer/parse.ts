@@ -1,6 +1,7 @@
 import { validateEnvelope, type Envelope } from '../envelope/envelope.ts';
 import { EnvelopeValidationError } from '../errors.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
+import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
 import { acceptsSchema, type ConsumerDefinition } from './definition.ts';
 
 /** Why a record can never be applied as it is. Each code is stored in message_failure.error_code. */
@@ -19,6 +20,20 @@ export type ParsedRecord =
       aggregateId: string | null;
       aggregateVersion: number | null;
     };
+
+// V8's JSON.parse messages quote the text around the error (`"secret…" is not valid JSON`): only the position
+// may leave, the value stays in the failure store's payload column.
+const JSON_POSITION = /at position (\d+)/;
+
+function jsonErrorPosition(cause: unknown): string {
+  const m = JSON_POSITION.exec(String((cause as Error)?.message ?? ''));
+  return m ? ` (syntax error at position ${m[1]})` : ' (syntax error)';
+}
+
+function traceFields(traceparent: string | undefined, tracestate: string | undefined) {
+  const { dropped: _dropped, ...fields } = sanitizeTraceFields(traceparent, tracestate);
+  return fields;
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -56,7 +71,7 @@ export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefi
   try {
     data = JSON.parse(text);
   } catch (cause) {
-    return poison('not_json', `the value is not JSON: ${(cause as Error).message}`);
+    return poison('not_json', `the value is not JSON${jsonErrorPosition(cause)}`);
   }
   let envelope: Envelope;
   try {
@@ -68,8 +83,8 @@ export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefi
       aggregate_version: h.ce_aggregateversion === undefined ? undefined : Number(h.ce_aggregateversion),
       occurred_at: h.ce_time,
       producer: h.ce_source,
-      ...(h.traceparent === undefined ? {} : { traceparent: h.traceparent }),
-      ...(h.tracestate === undefined ? {} : { tracestate: h.tracestate }),
+      // Trace context never makes an event poison: a malformed one is left out, as at enqueue.
+      ...traceFields(h.traceparent, h.tracestate),
       ...(h.ce_deadline === undefined ? {} : { deadline: h.ce_deadline }),
       data,
     });

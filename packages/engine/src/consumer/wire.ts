@@ -11,6 +11,8 @@ export interface ConsumeTask {
   values: Uint8Array;
   /** Durable retries are on (a retry scheduler runs): a transient failure goes to the retry ledger. */
   durable?: boolean;
+  /** The parent of the task's process spans (a due retry runs under its retry span); none: each starts a trace. */
+  traceparent?: string;
 }
 
 /** [topic, partition, offset, key, headers, value length (-1 = null value), attempt, 1 = a due retry] */
@@ -32,7 +34,12 @@ export interface RecordResult {
   code?: string;
   detail?: string;
   /** outcome 'scheduled': the ledger row now holds the retry; the scheduler job is still to be enqueued. */
-  retry?: { eventId: string; attempt: number; dueAt: number };
+  retry?: { eventId: string; attempt: number; dueAt: number; traceparent?: string };
+  /**
+   * Parked successors this event's drain could not apply (a transient error): each now has its ledger row and
+   * blocks the aggregate, committed with this event; their scheduler jobs are still to be enqueued.
+   */
+  successorRetries?: Array<{ eventId: string; attempt: number; dueAt: number }>;
 }
 
 export interface ConsumeTaskResult {

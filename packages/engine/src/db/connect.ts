@@ -11,6 +11,8 @@ export interface ConnectOptions {
   max?: number;
   /** Shown in pg_stat_activity, so operators can tell relay, consumer and API connections apart. */
   applicationName?: string;
+  /** Server settings for every connection of the pool (sent at connect), e.g. statement_timeout. */
+  settings?: Record<string, string | number>;
   /** Passed to postgres.js unchanged (TLS: `ssl`, timeouts, …). */
   extra?: postgres.Options<Record<string, postgres.PostgresType>>;
 }
@@ -22,7 +24,7 @@ export function connect(options: ConnectOptions): Sql {
     idle_timeout: 60,
     connect_timeout: 10,
     onnotice: () => {},
-    connection: { application_name: options.applicationName ?? 'postbox', TimeZone: 'UTC' },
+    connection: { application_name: options.applicationName ?? 'postbox', TimeZone: 'UTC', ...options.settings },
     ...options.extra,
   });
 }

@@ -6,6 +6,10 @@ import { aggregateState, listFailures, readFailure, type FailureDetail, type Fai
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { toLedgerRecord } from '../retry/ledger-record.ts';
 import type { RetryScheduler } from '../retry/scheduler.ts';
+import { failpoint } from '../testing/failpoint.ts';
+import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
+import { creationLink } from '../telemetry/trace-context.ts';
+import { activeTraceparent, inSpan } from '../telemetry/tracing.ts';
 
 /**
  * Replay (seed §11): failures go back through the consumer's own engine-owned transaction by way of the retry
@@ -58,20 +62,32 @@ export async function replayFailures(sql: Sql, schedulerFor: ((consumer: string)
   if (request.editedData !== undefined && candidates.length !== 1) {
     throw new ConfigError(`an edited payload replays exactly one failure; the filter matched ${candidates.length}`);
   }
-  const items: ReplayItem[] = [];
-  let slot = 0;
-  for (const summary of candidates.reverse()) {
-    const failure = await readFailure(sql, summary.failure_id);
-    if (!failure) continue;
-    const check = await verdictOf(sql, failure);
-    if (request.dryRun || check.verdict === 'not_replayable') {
-      items.push(check);
-      continue;
+  // One span for the operator's action, a child of their request; each replayed event is a link to its creation,
+  // and each scheduled retry links back here, so the replay is found from either side.
+  const attributes = { [POSTBOX_ATTR.dryRun]: request.dryRun, [POSTBOX_ATTR.actor]: request.actor, [ATTR.batchCount]: candidates.length };
+  return inSpan('replay', { attributes }, async (span) => {
+    const items: ReplayItem[] = [];
+    let slot = 0;
+    for (const summary of candidates.reverse()) {
+      const failure = await readFailure(sql, summary.failure_id);
+      if (!failure) continue;
+      const link = creationLink(failure.headers?.traceparent, failure.headers?.tracestate, {
+        [POSTBOX_ATTR.failureId]: failure.failure_id,
+        [POSTBOX_ATTR.consumer]: failure.consumer_name,
+        ...(failure.event_id ? { [ATTR.messageId]: failure.event_id } : {}),
+      });
+      if (link && span.isRecording()) span.addLink(link);
+      const check = await verdictOf(sql, failure);
+      if (request.dryRun || check.verdict === 'not_replayable') {
+        items.push(check);
+        continue;
+      }
+      const delayMs = Math.round((slot++ * 1000) / rate);
+      items.push(await scheduleReplay(sql, schedulerFor!(failure.consumer_name), failure, check, request, delayMs, activeTraceparent(span)));
     }
-    const delayMs = Math.round((slot++ * 1000) / rate);
-    items.push(await scheduleReplay(sql, schedulerFor!(failure.consumer_name), failure, check, request, delayMs));
-  }
-  return items;
+    if (span.isRecording()) span.setAttribute('postbox.replay.scheduled', items.filter((i) => i.verdict === 'scheduled').length);
+    return items;
+  });
 }
 
 async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
@@ -89,7 +105,7 @@ async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
   return { ...base, verdict: 'would_park', detail: `consumer is at version ${last}: version ${last + 1} is still missing` };
 }
 
-async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDetail, check: ReplayItem, request: ReplayRequest, delayMs: number): Promise<ReplayItem> {
+async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDetail, check: ReplayItem, request: ReplayRequest, delayMs: number, traceparent: string | undefined): Promise<ReplayItem> {
   const headers = { ...(f.headers ?? {}) };
   let value = f.payload;
   let eventId = f.event_id!;
@@ -128,6 +144,7 @@ async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDet
     return at;
   });
   if (!dueAt) return { ...check, verdict: 'not_replayable', detail: 'failure changed while replaying' };
-  await scheduler.schedule({ consumer: f.consumer_name, eventId, attempt: 1, dueAt: dueAt.getTime() });
+  failpoint('replay.mid-batch');
+  await scheduler.schedule({ consumer: f.consumer_name, eventId, attempt: 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) });
   return { ...check, verdict: 'scheduled', replayEventId: eventId, dueAt, detail: check.detail };
 }

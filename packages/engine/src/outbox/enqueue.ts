@@ -2,6 +2,9 @@ import type { Queryable } from '../db/connect.ts';
 import { encodeData, validateEnvelope, DEFAULT_MAX_ENVELOPE_BYTES, type Envelope } from '../envelope/envelope.ts';
 import { newEventId } from '../envelope/event-id.ts';
 import { insertOutboxRows, type OutboxInsertRow } from '../queries/outbox-insert.ts';
+import { recordTraceContextDropped } from '../telemetry/metrics.ts';
+import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
+import { createEventContext } from '../telemetry/tracing.ts';
 import { markDirty } from './dirty.ts';
 
 /** What a service supplies; Postbox fills in identity and time when they are not given. */
@@ -18,6 +21,10 @@ export interface EventInput {
   occurred_at?: string;
   /** @defaultValue options.producer */
   producer?: string;
+  /**
+   * The event's creation context (W3C). @defaultValue the context of a `create {topic}` span started here, a
+   * child of the active span. A malformed value is ignored (and counted), never a reason to fail the write.
+   */
   traceparent?: string;
   tracestate?: string;
   /** ISO-8601 with offset: past it, the event is not retried any more (it ends `expired`). */
@@ -42,6 +49,8 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
   const envelopes: Envelope[] = [];
   const rows: OutboxInsertRow[] = [];
   for (const input of events) {
+    const supplied = sanitizeTraceFields(input.traceparent, input.tracestate);
+    if (supplied.dropped) recordTraceContextDropped(options.topic);
     const envelope = validateEnvelope({
       event_id: input.event_id ?? newEventId(),
       event_type: input.event_type,
@@ -50,11 +59,13 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       aggregate_version: input.aggregate_version,
       occurred_at: input.occurred_at ?? new Date().toISOString(),
       producer: input.producer ?? options.producer ?? 'postbox',
-      ...(input.traceparent === undefined ? {} : { traceparent: input.traceparent }),
-      ...(input.tracestate === undefined ? {} : { tracestate: input.tracestate }),
       ...(input.deadline === undefined ? {} : { deadline: input.deadline }),
       data: input.data,
     });
+    // After validation, so an event that is never written starts no span.
+    const trace = supplied.traceparent ? supplied : createEventContext(options.topic, envelope);
+    if (trace.traceparent) envelope.traceparent = trace.traceparent;
+    if (trace.tracestate) envelope.tracestate = trace.tracestate;
     const payload = encodeData(envelope, options.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES);
     envelopes.push(envelope);
     rows.push({

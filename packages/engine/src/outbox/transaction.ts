@@ -1,4 +1,5 @@
 import type { Sql, Tx } from '../db/connect.ts';
+import { failpoint } from '../testing/failpoint.ts';
 import { isDirty } from './dirty.ts';
 import type { Waker } from './wake.ts';
 
@@ -13,6 +14,9 @@ export async function transaction<T>(sql: Sql, waker: Waker, fn: (tx: Tx) => Pro
     wrote = isDirty(tx);
     return value;
   });
-  if (wrote) waker.wake();
+  if (wrote) {
+    failpoint('outbox.after-commit');
+    waker.wake();
+  }
   return result as T;
 }

@@ -15,6 +15,11 @@ export interface Confirmation {
   offset: string;
 }
 
+export interface PublishOptions {
+  /** Resolve within this many ms, confirmed or not. */
+  timeoutMs?: number;
+}
+
 export type PublishOutcome = { ok: true; confirmation: Confirmation } | { ok: false; error: PostboxError };
 
 /**
@@ -27,9 +32,11 @@ export type PublishOutcome = { ok: true; confirmation: Confirmation } | { ok: fa
  * - A failed outcome's error says whether a retry can help (`kind`): transient, permanent, or unknown (the
  *   broker may have stored it). The caller retries with the same message; adapters add no retry layer across
  *   calls of their own.
+ * - With `timeoutMs`, it resolves by then: what is not confirmed gets an `unknown` outcome, and nothing of
+ *   that call is sent afterwards under the sequence the next call uses.
  * - `close` is idempotent and waits for in-flight sends.
  */
 export interface Publisher {
-  publish(messages: OutboundMessage[]): Promise<PublishOutcome[]>;
+  publish(messages: OutboundMessage[], options?: PublishOptions): Promise<PublishOutcome[]>;
   close(): Promise<void>;
 }

@@ -21,13 +21,20 @@ export async function lockAggregates(sql: Queryable, consumer: string, aggregate
     INSERT INTO consumer_aggregate_version (consumer_name, aggregate_id, last_version)
     SELECT ${consumer}, a, 0 FROM unnest(${ids}::text[]) AS a ORDER BY a
     ON CONFLICT (consumer_name, aggregate_id) DO NOTHING`;
+  await sql`
+    SELECT 1 FROM consumer_aggregate_version
+    WHERE consumer_name = ${consumer} AND aggregate_id = ANY(${ids}::text[])
+    ORDER BY aggregate_id
+    FOR UPDATE`;
+  // Read in a statement of its own, after the locks are held. In READ COMMITTED a locking SELECT that waited
+  // re-reads the locked row but keeps its first snapshot of a joined one: the block a retry had just lifted (and
+  // whose parked successors it had drained) still looked present, and the next version parked behind a block
+  // that no longer existed — stuck for ever (found by the fault suite's kill -9 loops).
   const rows = await sql<{ aggregate_id: string; last_version: string; blocked: boolean; blocked_event: string | null }[]>`
     SELECT v.aggregate_id, v.last_version::text, b.aggregate_id IS NOT NULL AS blocked, b.event_id AS blocked_event
     FROM consumer_aggregate_version v
     LEFT JOIN consumer_blocked_aggregate b ON b.consumer_name = v.consumer_name AND b.aggregate_id = v.aggregate_id
-    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = ANY(${ids}::text[])
-    ORDER BY v.aggregate_id
-    FOR UPDATE OF v`;
+    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = ANY(${ids}::text[])`;
   return new Map(rows.map((r) => [r.aggregate_id, { lastVersion: Number(r.last_version), blockedBy: r.blocked ? r.blocked_event : undefined }]));
 }
 

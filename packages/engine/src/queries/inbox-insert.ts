@@ -4,21 +4,50 @@ export interface InboxRow {
   event_id: string;
   aggregate_id: string;
   aggregate_version: number;
+  /** envelope/fingerprint.ts of the record as received. */
+  fingerprint: Buffer;
+}
+
+export interface InboxResult {
+  /** Ids that were new: the event is taken in now. */
+  inserted: Set<string>;
+  /** Ids already taken in with another fingerprint: the same event_id with different content. */
+  conflicts: Set<string>;
 }
 
 /**
- * Records events as seen by a consumer, in its transaction; returns the ids that were new. An id already
- * present (committed, or being inserted by a concurrent owner: the unique index makes us wait for it) is a
- * duplicate. Parameters: consumer name, rows. Rows returned: the inserted event ids. Locks: the new index entries.
+ * Records events as seen by a consumer, in its transaction. An id already present (committed, or being inserted
+ * by a concurrent owner: the unique index makes us wait for it) with the same fingerprint — or none stored — is
+ * a duplicate, counted on its row (only duplicates write there); with another fingerprint it is a conflict, not
+ * counted as a duplicate. Parameters: consumer name, rows (one per event id). Rows returned: each id, whether it
+ * was inserted, and the fingerprint stored for it. Locks: the new index entries; a duplicate's row.
  */
-export async function insertInbox(sql: Queryable, consumer: string, rows: InboxRow[]): Promise<Set<string>> {
-  if (rows.length === 0) return new Set();
-  const inserted = await sql<{ event_id: string }[]>`
-    INSERT INTO message_inbox (consumer_name, event_id, aggregate_id, aggregate_version)
-    SELECT ${consumer}, e, a, v
-    FROM unnest(${rows.map((r) => r.event_id)}::uuid[], ${rows.map((r) => r.aggregate_id)}::text[],
-                ${rows.map((r) => r.aggregate_version)}::bigint[]) AS u(e, a, v)
-    ON CONFLICT (consumer_name, event_id) DO NOTHING
-    RETURNING event_id`;
-  return new Set(inserted.map((r) => r.event_id));
+export async function insertInbox(sql: Queryable, consumer: string, rows: InboxRow[]): Promise<InboxResult> {
+  if (rows.length === 0) return { inserted: new Set(), conflicts: new Set() };
+  // ON CONFLICT DO UPDATE may touch a row once per statement: one row per event id.
+  const unique = [...new Map(rows.map((r) => [r.event_id, r])).values()];
+  const sent = new Map(unique.map((r) => [r.event_id, r.fingerprint.toString('hex')]));
+  const result = await sql<{ event_id: string; inserted: boolean; fingerprint: string | null }[]>`
+    INSERT INTO message_inbox (consumer_name, event_id, aggregate_id, aggregate_version, fingerprint)
+    SELECT ${consumer}, e, a, v, decode(f, 'hex')
+    FROM unnest(${unique.map((r) => r.event_id)}::uuid[], ${unique.map((r) => r.aggregate_id)}::text[],
+                ${unique.map((r) => r.aggregate_version)}::bigint[], ${[...sent.values()]}::text[]) AS u(e, a, v, f)
+    ON CONFLICT (consumer_name, event_id) DO UPDATE SET duplicate_deliveries = message_inbox.duplicate_deliveries
+      + CASE WHEN message_inbox.fingerprint IS NULL OR message_inbox.fingerprint = excluded.fingerprint THEN 1 ELSE 0 END
+    RETURNING event_id, (xmax = 0) AS inserted, encode(fingerprint, 'hex') AS fingerprint`;
+  const inserted = new Set<string>();
+  const conflicts = new Set<string>();
+  for (const r of result) {
+    if (r.inserted) inserted.add(r.event_id);
+    else if (r.fingerprint !== null && r.fingerprint !== sent.get(r.event_id)) conflicts.add(r.event_id);
+  }
+  return { inserted, conflicts };
+}
+
+/**
+ * Takes an event back out of the inbox: a parked event that then failed in its drain was taken in but never
+ * applied, and its retry or replay must find it new. Parameters: consumer, event id.
+ */
+export async function forgetInbox(sql: Queryable, consumer: string, eventId: string): Promise<void> {
+  await sql`DELETE FROM message_inbox WHERE consumer_name = ${consumer} AND event_id = ${eventId}`;
 }

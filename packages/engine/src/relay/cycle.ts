@@ -4,6 +4,8 @@ import { claimLaneBatch, type ClaimedRow } from '../queries/outbox-claim.ts';
 import { markFailed, markPublished, reschedule, type PublishedPosition } from '../queries/outbox-settle.ts';
 import type { OutboundMessage, Publisher, PublishOutcome } from '../ports/publisher.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
+import { failpoint } from '../testing/failpoint.ts';
+import { recordSendSpan, tracingOff, type SentMessage } from '../telemetry/tracing.ts';
 import type { RelayOptions } from './options.ts';
 import { recordBytes, toRecord } from './record.ts';
 
@@ -21,9 +23,37 @@ export interface CycleResult {
   failed: number;
   /** Set when the lane must wait before its next claim (a transient failure); keeps the lane's order. */
   pauseMs: number | null;
-  /** The first error seen, for the relay's log (no payloads in it). */
-  error: { code: string; kind: string; message: string } | null;
+  /** The first error seen, for the relay's log (no payloads in it), with the event it happened to. */
+  error: { code: string; kind: string; message: string; event?: FailedEvent } | null;
+  /**
+   * Per topic, what this cycle's publish did, for the relay's metrics. They are recorded on the main thread
+   * (telemetry/metrics.ts): a cycle may run in a worker thread, whose meters no exporter reads.
+   */
+  sent?: TopicSendReport[];
+  /** Duration of the broker call, ms; null when nothing was sent. */
+  publishMs?: number | null;
+  /** Events that ended `failed` in this cycle (the first 20), for the relay's log. */
+  failedEvents?: FailedEvent[];
 }
+
+export interface TopicSendReport {
+  topic: string;
+  confirmed: number;
+  /** Per confirmed message: from occurred_at to the confirmation, ms. */
+  confirmAgesMs: number[];
+  /** Unconfirmed messages by error code: returned to pending, ended `failed`, or (of those) never sent at all. */
+  errors: Array<{ code: string; rescheduled: number; failed: number; refused: number }>;
+}
+
+export interface FailedEvent {
+  event_id: string;
+  aggregate_id: string;
+  aggregate_version: number;
+  topic: string;
+  error_code: string;
+}
+
+const FAILED_EVENTS_LOGGED = 20;
 
 export interface CycleDeps {
   sql: Sql;
@@ -56,26 +86,46 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
       messages.push(message);
     }
   }
+  const report = new SendReport();
   if (oversize.length > 0) {
     result.failed += await markFailed(sql, oversize.map((r) => r.event_id), task.owner, `message_too_large: over ${options.maxMessageBytes} bytes`);
+    for (const row of oversize) report.failed(row, 'message_too_large', true);
   }
 
-  const outcomes = await publishWithin(publisher, messages, Math.floor(options.leaseMs / 2));
+  const started = Date.now();
+  const outcomes = messages.length === 0 ? [] : await publishWithin(publisher, messages, Math.floor(options.leaseMs / 2));
+  const confirmedAt = Date.now();
+  if (messages.length > 0) result.publishMs = confirmedAt - started;
   const positions: PublishedPosition[] = [];
   const retry: ClaimedRow[] = [];
   const failed: ClaimedRow[] = [];
   let firstError: PostboxError | null = null;
+  // What the send span needs, gathered only when a tracer provider is registered.
+  const spanned: SentMessage[] | null = tracingOff() ? null : [];
+  const traced = (row: ClaimedRow, result: Pick<SentMessage, 'partition' | 'offset' | 'error'>) =>
+    spanned?.push({ event_id: row.event_id, aggregate_id: row.aggregate_id, topic: row.topic, traceparent: row.traceparent, tracestate: row.tracestate, ...result });
   outcomes.forEach((outcome, i) => {
     const row = sendable[i]!;
     if (outcome.ok) {
       positions.push({ event_id: row.event_id, partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
+      traced(row, { partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
+      report.confirmed(row, confirmedAt - row.occurred_at.getTime());
       return;
     }
     firstError ??= outcome.error;
-    if (outcome.error.kind === 'permanent' || row.attempts >= options.maxAttempts) failed.push(row);
-    else retry.push(row);
+    traced(row, { error: outcome.error.code });
+    const limit = Math.min(options.maxAttempts, outcome.error instanceof BrokerError ? (outcome.error.permanentAfter ?? Infinity) : Infinity);
+    if (outcome.error.kind === 'permanent' || row.attempts >= limit) {
+      failed.push(row);
+      report.failed(row, outcome.error.code);
+    } else {
+      retry.push(row);
+      report.rescheduled(row, outcome.error.code);
+    }
   });
+  if (spanned) recordSendSpan(task.lane, started, spanned);
 
+  if (positions.length > 0) failpoint('relay.after-publish-before-mark');
   result.published = await markPublished(sql, positions);
   if (failed.length > 0) {
     result.failed += await markFailed(sql, failed.map((r) => r.event_id), task.owner, describe(firstError!, failed[0]!.attempts));
@@ -88,14 +138,69 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   }
   if (firstError) {
     const e: PostboxError = firstError;
-    result.error = { code: e.code, kind: e.kind, message: e.message };
+    const first = sendable[outcomes.findIndex((o) => !o.ok)];
+    result.error = { code: e.code, kind: e.kind, message: e.message, ...(first ? { event: failedEvent(first, e.code) } : {}) };
   }
+  result.sent = report.topics();
+  result.failedEvents = report.failedEvents;
   return result;
+}
+
+function failedEvent(row: ClaimedRow, code: string): FailedEvent {
+  return { event_id: row.event_id, aggregate_id: row.aggregate_id, aggregate_version: Number(row.aggregate_version), topic: row.topic, error_code: code };
+}
+
+/** Counts per topic and error for CycleResult.sent. */
+class SendReport {
+  readonly #topics = new Map<string, TopicSendReport>();
+  readonly failedEvents: FailedEvent[] = [];
+
+  confirmed(row: ClaimedRow, ageMs: number): void {
+    const t = this.#topic(row.topic);
+    t.confirmed++;
+    t.confirmAgesMs.push(ageMs);
+  }
+
+  rescheduled(row: ClaimedRow, code: string): void {
+    this.#error(row.topic, code).rescheduled++;
+  }
+
+  failed(row: ClaimedRow, code: string, refused = false): void {
+    const e = this.#error(row.topic, code);
+    e.failed++;
+    if (refused) e.refused++;
+    if (this.failedEvents.length < FAILED_EVENTS_LOGGED) this.failedEvents.push(failedEvent(row, code));
+  }
+
+  topics(): TopicSendReport[] {
+    return [...this.#topics.values()];
+  }
+
+  #error(topic: string, code: string): TopicSendReport['errors'][number] {
+    const t = this.#topic(topic);
+    let e = t.errors.find((x) => x.code === code);
+    if (!e) {
+      e = { code, rescheduled: 0, failed: 0, refused: 0 };
+      t.errors.push(e);
+    }
+    return e;
+  }
+
+  #topic(topic: string): TopicSendReport {
+    let t = this.#topics.get(topic);
+    if (!t) {
+      t = { topic, confirmed: 0, confirmAgesMs: [], errors: [] };
+      this.#topics.set(topic, t);
+    }
+    return t;
+  }
 }
 
 /**
  * The lease must outlast the publish, so the publish gets half the lease. Past that the outcome is unknown (the
  * broker may still store the records): the rows are retried with the same ids, and consumers absorb a duplicate.
+ * The publisher keeps the deadline itself (abandoning a producer that overran it); this timer, a second later,
+ * only guards against a publisher that does not.
  */
 async function publishWithin(publisher: Publisher, messages: OutboundMessage[], timeoutMs: number): Promise<PublishOutcome[]> {
   let timer: NodeJS.Timeout | undefined;
@@ -103,10 +208,10 @@ async function publishWithin(publisher: Publisher, messages: OutboundMessage[], 
     timer = setTimeout(() => {
       const error = new BrokerError('publish_timeout', 'unknown', `publish did not complete within ${timeoutMs} ms (half the lease)`);
       resolve(messages.map(() => ({ ok: false, error })));
-    }, timeoutMs);
+    }, timeoutMs + 1000);
   });
   try {
-    return await Promise.race([publisher.publish(messages), timeout]);
+    return await Promise.race([publisher.publish(messages, { timeoutMs }), timeout]);
   } finally {
     clearTimeout(timer);
   }

@@ -7,6 +7,7 @@ import { leaveRelaySet } from '../queries/relay-lanes.ts';
 import { releaseLeases } from '../queries/outbox-settle.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
 import { silentLogger, type Logger } from '../telemetry/logger.ts';
+import { observeOutbox, recordRelayCycle } from '../telemetry/metrics.ts';
 import type { CycleResult } from './cycle.ts';
 import type { LaneExecutor } from './executor.ts';
 import { balanceLanes, releaseLane } from './lanes.ts';
@@ -68,6 +69,7 @@ export class Relay {
   #unlisten: (() => Promise<void>) | null = null;
   #balancing: Promise<void> | null = null;
   #stopped: Promise<void> | null = null;
+  #unobserve: (() => void) | null = null;
 
   constructor(config: RelayConfig) {
     this.#sql = config.sql;
@@ -87,6 +89,7 @@ export class Relay {
       // Without LISTEN the poll still finds everything, only later.
       this.#log.warn({ err: String(cause) }, 'relay could not LISTEN for wake-ups; polling only');
     }
+    this.#unobserve = observeOutbox(this, this.#sql);
     await this.#balance();
     this.#balanceTimer = setInterval(() => void this.#balance(), Math.floor(this.#options.laneLeaseMs / 3));
     this.#log.info({ lanes: [...this.#lanes.keys()] }, 'relay started');
@@ -115,6 +118,7 @@ export class Relay {
       return;
     }
     this.#state = 'stopping';
+    this.#unobserve?.();
     if (this.#balanceTimer) clearInterval(this.#balanceTimer);
     if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
     await this.#unlisten?.().catch(() => {});
@@ -237,11 +241,15 @@ export class Relay {
     this.#stats.published += result.published;
     this.#stats.rescheduled += result.rescheduled;
     this.#stats.failed += result.failed;
+    recordRelayCycle(result);
     if (result.error) {
+      const { code, kind, message, event } = result.error;
       this.#log.warn(
-        { lane: result.lane, code: result.error.code, kind: result.error.kind, rescheduled: result.rescheduled, failed: result.failed, pauseMs: result.pauseMs },
+        { lane: result.lane, ...event, error_code: code, kind, err: message, rescheduled: result.rescheduled, failed: result.failed, pauseMs: result.pauseMs },
         'relay publish failed',
       );
     }
+    // Each event the relay gave up on: it now needs an operator (replay after fixing the cause).
+    for (const event of result.failedEvents ?? []) this.#log.error({ lane: result.lane, ...event }, 'relay gave up on event: outbox row failed');
   }
 }

@@ -3,7 +3,7 @@ import type { InboundRecord } from '../ports/subscriber.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { blockAggregate } from '../queries/consumer-blocked.ts';
 import { insertFailure } from '../queries/failure-insert.ts';
-import { lockLedgerRow, scheduleRetry, settleLedgerRow } from '../queries/retry-ledger.ts';
+import { lockLedgerRow, scheduleRetry, settleLedgerRow, type LedgerRow } from '../queries/retry-ledger.ts';
 import { settleRetriedFailure } from '../queries/retry-settle.ts';
 import type { ConsumerDefinition } from '../consumer/definition.ts';
 import { parseRecord } from '../consumer/parse.ts';
@@ -11,6 +11,11 @@ import type { RecordResult } from '../consumer/wire.ts';
 import { nextRetry, type RetryBudget } from './budget.ts';
 import { fromLedgerRecord, type LedgerRecord } from './ledger-record.ts';
 import type { RetryJob, RetryScheduler } from './scheduler.ts';
+import { failpoint } from '../testing/failpoint.ts';
+import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
+import { creationLink, parseTraceparent } from '../telemetry/trace-context.ts';
+import { activeTraceparent, inSpan, messageAttributes } from '../telemetry/tracing.ts';
+import type { Link } from '@opentelemetry/api';
 
 export interface RetryProcessorDeps {
   sql: Sql;
@@ -19,8 +24,11 @@ export interface RetryProcessorDeps {
   budget: RetryBudget;
   /** To store the parsed envelope with a failure. */
   definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>;
-  /** Runs one record through the consumer's engine-owned transaction (inbox, version gate, handler). */
-  run: (record: InboundRecord, attempt: number) => Promise<RecordResult>;
+  /**
+   * Runs one record through the consumer's engine-owned transaction (inbox, version gate, handler);
+   * `traceparent` is the retry span, the parent of the run's process span.
+   */
+  run: (record: InboundRecord, attempt: number, traceparent?: string) => Promise<RecordResult>;
 }
 
 export type RetryProcessOutcome = 'stale' | 'settled' | 'rescheduled' | 'exhausted' | 'expired';
@@ -37,8 +45,30 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
   const row = await lockLedgerRow(deps.sql, deps.consumer, job.eventId);
   if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt) return 'stale';
   const stored = row.record as LedgerRecord;
+  // A new trace per attempt, linked to the event's creation and to whatever scheduled this attempt (the failed
+  // delivery's process span, the previous attempt, or an operator's replay).
+  const links: Link[] = [];
+  const created = creationLink(stored.headers.traceparent, stored.headers.tracestate, { 'postbox.link': 'creation' });
+  if (created) links.push(created);
+  const scheduledBy = parseTraceparent(job.traceparent);
+  if (scheduledBy) links.push({ context: scheduledBy, attributes: { 'postbox.link': 'scheduled_by' } });
+  const attributes = {
+    [ATTR.destinationName]: row.topic,
+    ...messageAttributes({ eventId: job.eventId, key: row.aggregate_id, partition: stored.partition, offset: stored.offset }),
+    [POSTBOX_ATTR.consumer]: deps.consumer,
+    [POSTBOX_ATTR.attempt]: row.attempt,
+    [POSTBOX_ATTR.aggregateVersion]: Number(row.aggregate_version),
+  };
+  return inSpan(`retry ${row.topic}`, { root: true, links, attributes }, async (span) => {
+    const outcome = await runRetry(deps, job, row, stored, activeTraceparent(span));
+    span.setAttribute(POSTBOX_ATTR.outcome, outcome);
+    return outcome;
+  });
+}
+
+async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow, stored: LedgerRecord, traceparent: string | undefined): Promise<RetryProcessOutcome> {
   const record = fromLedgerRecord(stored) as InboundRecord;
-  const result = await deps.run(record, row.attempt);
+  const result = await deps.run(record, row.attempt, traceparent);
   const replaces = stored.headers.ce_replaces ?? null;
 
   if (result.outcome === 'failed') {
@@ -50,6 +80,11 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
       await settleLedgerRow(tx, deps.consumer, job.eventId, 'done');
       await settleRetriedFailure(tx, deps.consumer, row.aggregate_id, [job.eventId, ...(replaces ? [replaces] : [])]);
     });
+    // A parked successor that failed in the drain got its own ledger row; this is its alarm (reconciliation
+    // would enqueue it too, later).
+    for (const next of result.successorRetries ?? []) {
+      await deps.scheduler.schedule({ consumer: deps.consumer, ...next }).catch(() => {});
+    }
     return 'settled';
   }
 
@@ -69,7 +104,8 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
         topic: row.topic, record: stored, attempt: row.attempt + 1, delayMs: decision.delayMs, deadline: row.deadline, errorCode: code, error: detail,
       }),
     );
-    await deps.scheduler.schedule({ consumer: deps.consumer, eventId: job.eventId, attempt: row.attempt + 1, dueAt: dueAt.getTime() });
+    failpoint('retry.after-ledger-before-enqueue');
+    await deps.scheduler.schedule({ consumer: deps.consumer, eventId: job.eventId, attempt: row.attempt + 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) });
     return 'rescheduled';
   }
   const expired = decision.action === 'expired';

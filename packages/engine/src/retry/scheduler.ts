@@ -14,6 +14,11 @@ export interface RetryJob {
   attempt: number;
   /** The ledger row's next_attempt_at (epoch ms): with the attempt it names one scheduled run exactly. */
   dueAt: number;
+  /**
+   * The span that scheduled this attempt (W3C traceparent), for the retry span's link. Trace context, not data:
+   * job data sits in Redis in clear text and holds ids only.
+   */
+  traceparent?: string;
 }
 
 export interface RetrySchedulerOptions {
@@ -56,7 +61,9 @@ export class RetryScheduler {
 
   /** Enqueues (or keeps, if it exists) the job for this attempt, due at `job.dueAt`. */
   async schedule(job: RetryJob): Promise<void> {
-    await this.#queue.add('retry', job, {
+    // Built field by field, so nothing a caller spread into `job` reaches Redis.
+    const data: RetryJob = { consumer: job.consumer, eventId: job.eventId, attempt: job.attempt, dueAt: job.dueAt, ...(job.traceparent ? { traceparent: job.traceparent } : {}) };
+    await this.#queue.add('retry', data, {
       jobId: retryJobId(job),
       delay: Math.max(0, job.dueAt - Date.now()),
       removeOnComplete: true,

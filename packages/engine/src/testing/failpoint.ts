@@ -1,12 +1,49 @@
 /**
  * Failpoints for fault-injection tests: `POSTBOX_FAILPOINT=<name>` makes the process kill itself with SIGKILL
- * the first time code passes `failpoint('<name>')`. Read once at load; when unset, a call is one comparison.
+ * the first time code passes `failpoint('<name>')`; `POSTBOX_FAILPOINT=<name>@<n>` on the n-th pass, so repeated
+ * runs can crash at different moments of the same boundary. Read once at load; when unset (or naming another
+ * failpoint), a call is one string comparison. Passes are counted per module instance: a worker thread counts
+ * its own passes.
+ *
+ * Each name is a crash boundary of DESIGN §12, named for where the process dies:
+ * - `outbox.after-commit`: the business transaction (with its outbox rows) committed, the relays not yet nudged;
+ * - `relay.after-publish-before-mark`: the broker confirmed a batch, the rows are still `publishing`;
+ * - `consumer.after-commit-before-offset`: the consumer's transactions committed, the offsets not yet committed;
+ * - `retry.after-ledger-before-enqueue`: a retry ledger row committed, its BullMQ job not yet enqueued;
+ * - `replay.mid-batch`: a replay scheduled some failures (ledger row + audit committed, job not yet enqueued)
+ *   and not the rest.
  */
-const armed = process.env.POSTBOX_FAILPOINT ?? '';
+export type FailpointName =
+  | 'outbox.after-commit'
+  | 'relay.after-publish-before-mark'
+  | 'consumer.after-commit-before-offset'
+  | 'retry.after-ledger-before-enqueue'
+  | 'replay.mid-batch';
 
-export type FailpointName = 'consumer.after-commit-before-offset' | 'retry.after-ledger-before-enqueue';
+export const FAILPOINTS: readonly FailpointName[] = [
+  'outbox.after-commit',
+  'relay.after-publish-before-mark',
+  'consumer.after-commit-before-offset',
+  'retry.after-ledger-before-enqueue',
+  'replay.mid-batch',
+];
+
+/** `name` or `name@n` → the name and the pass (1-based) that fires; throws on a malformed value. */
+export function parseFailpoint(value: string): { name: string; pass: number } {
+  const at = value.lastIndexOf('@');
+  if (at < 0) return { name: value, pass: 1 };
+  const pass = Number(value.slice(at + 1));
+  if (!Number.isInteger(pass) || pass < 1) {
+    throw new Error(`POSTBOX_FAILPOINT "${value}" must be <name> or <name>@<n> with n ≥ 1 (one of: ${FAILPOINTS.join(', ')})`);
+  }
+  return { name: value.slice(0, at), pass };
+}
+
+const { name: armed, pass: firesAt } = parseFailpoint(process.env.POSTBOX_FAILPOINT ?? '');
+let passes = 0;
 
 export function failpoint(name: FailpointName): void {
   if (armed !== name) return;
+  if (++passes < firesAt) return;
   process.kill(process.pid, 'SIGKILL');
 }

@@ -7,13 +7,17 @@ const PERMANENT_TYPES = new Set([
   'INVALID_RECORD',
   'CORRUPT_MESSAGE',
   'INVALID_TOPIC_EXCEPTION',
-  'UNKNOWN_TOPIC_OR_PARTITION', // topics are created at start; a missing one is misconfiguration
   'TOPIC_AUTHORIZATION_FAILED',
   'CLUSTER_AUTHORIZATION_FAILED',
   'SASL_AUTHENTICATION_FAILED',
   'INVALID_REQUIRED_ACKS',
   'UNSUPPORTED_VERSION',
 ]);
+
+// Retried a few times, then permanent. A topic just created is not yet known to every broker (its metadata
+// propagates), so the first refusals are transient; a topic still unknown after that is misconfiguration, and
+// retrying it for hours would hold up its lane's other events.
+const PERMANENT_AFTER = new Map([['UNKNOWN_TOPIC_OR_PARTITION', 8]]);
 
 // The broker may have appended the records before the failure reached us.
 const UNKNOWN_NAMES = new Set(['KafkaJSRequestTimeoutError']);
@@ -36,7 +40,8 @@ export function classifyKafkaError(error: unknown): PostboxError {
   else if (root.name && UNKNOWN_NAMES.has(root.name)) kind = 'unknown';
   const code = type ? `kafka_${type.toLowerCase()}` : `kafka_${(root.name ?? 'error').replace(/^KafkaJS/, '').toLowerCase()}`;
   const message = error instanceof Error ? error.message : String(error);
-  return new BrokerError(code, kind, `kafka: ${message}`, { cause: error });
+  const permanentAfter = type ? PERMANENT_AFTER.get(type) : undefined;
+  return new BrokerError(code, kind, `kafka: ${message}`, { cause: error, ...(permanentAfter ? { permanentAfter } : {}) });
 }
 
 function rootCause(error: unknown): KafkaLikeError {

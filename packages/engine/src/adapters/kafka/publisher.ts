@@ -1,7 +1,8 @@
 import { Partitioners, type Message, type Producer, type RecordMetadata } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
-import type { OutboundMessage, Publisher, PublishOutcome } from '../../ports/publisher.ts';
+import { BrokerError } from '../../errors.ts';
+import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 
 export interface KafkaPublisherOptions extends KafkaConnection {
   /** Broker acknowledgement timeout. @defaultValue 10000 */
@@ -12,19 +13,43 @@ export interface KafkaPublisherOptions extends KafkaConnection {
  * Publisher over one idempotent kafkajs producer (acks = all). Records are keyed, partitioned by murmur2 of the
  * key (the Java client's choice, so other clients agree on placement), and confirmed per record: Kafka returns
  * a base offset per partition and records of one partition are stored in the order sent.
+ *
+ * A failed send replaces the producer (a new idempotent producer id, sequence numbers from 0). kafkajs rolls
+ * back the sequence numbers of every partition of a failed request, also of the partitions the broker did append
+ * (one partition's error fails the whole request): the next send to those would carry numbers the broker has
+ * already seen — refused for ever as out of order, or, when its range happens to equal a recent batch's, taken
+ * for a duplicate and dropped while "confirmed" at the old batch's offsets. A fresh producer has no such past;
+ * re-sent records it appends again are the counted duplicates consumers absorb.
+ *
+ * For the same reason sends are one at a time per producer: kafkajs rolls a failed request's numbers back
+ * before its own retry, and a second sendBatch waiting for the broker lock would take them — new records under
+ * the numbers of records the broker already holds, acknowledged at those records' offsets and never stored (the
+ * fault suite's dropped produce replies found exactly this: "confirmed" events missing from the log). A send
+ * that outlives its deadline abandons its producer for a fresh one, so its late retries cannot collide either.
  */
 export class KafkaPublisher implements Publisher {
-  readonly #producer: Producer;
+  readonly #options: KafkaPublisherOptions;
+  #producer: Producer;
   readonly #ackTimeoutMs: number;
+  readonly #stallMs: number;
   // The partitioner is the one place kafkajs reveals which partition it chose for each message.
   readonly #chosen = new WeakMap<Message, number>();
-  #connecting: Promise<void> | null = null;
+  #connecting: { producer: Producer; promise: Promise<void> } | null = null;
+  // The send in progress (settled, never rejected): the next one starts after it.
+  #tail: Promise<unknown> = Promise.resolve();
   #closed = false;
 
   constructor(options: KafkaPublisherOptions) {
+    this.#options = options;
+    this.#producer = this.#newProducer();
+    this.#ackTimeoutMs = options.ackTimeoutMs ?? 10_000;
+    this.#stallMs = 2 * this.#ackTimeoutMs;
+  }
+
+  #newProducer(): Producer {
     const chosen = this.#chosen;
     const murmur2 = Partitioners.DefaultPartitioner;
-    this.#producer = createKafka(options).producer({
+    return createKafka(this.#options).producer({
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
@@ -37,11 +62,67 @@ export class KafkaPublisher implements Publisher {
         };
       },
     });
-    this.#ackTimeoutMs = options.ackTimeoutMs ?? 10_000;
   }
 
-  async publish(messages: OutboundMessage[]): Promise<PublishOutcome[]> {
+  /** Replaces a producer whose send failed (see the class comment); the old one is disconnected in the background. */
+  #renew(failed: Producer): void {
+    if (this.#producer !== failed || this.#closed) return;
+    this.#producer = this.#newProducer();
+    this.#connecting = null;
+    void failed.disconnect().catch(() => {});
+  }
+
+  /**
+   * Sends the messages, confirming each. A broker refusing a request as too large (a record over the topic's
+   * max.message.bytes, or a partition's records together over it) says nothing about which record: the request is
+   * split in halves, in order, until each part is accepted or is one record, which alone fails permanently — so
+   * one oversize event never fails its neighbours. Any other failure of a part stops there: the records after
+   * it get the same outcome unsent, and nothing overtakes a record that is to be retried.
+   */
+  async publish(messages: OutboundMessage[], options: PublishOptions = {}): Promise<PublishOutcome[]> {
     if (messages.length === 0) return [];
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    return this.#publishBy(messages, deadline);
+  }
+
+  async #publishBy(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
+    const outcomes = await this.#queued(messages, deadline);
+    const first = outcomes.find((o) => !o.ok);
+    if (!first || first.ok || !TOO_LARGE.has(first.error.code) || messages.length === 1) return outcomes;
+    const half = Math.ceil(messages.length / 2);
+    const left = await this.#publishBy(messages.slice(0, half), deadline);
+    const stop = left.find((o) => !o.ok && o.error.kind !== 'permanent');
+    const right = stop ? messages.slice(half).map(() => stop) : await this.#publishBy(messages.slice(half), deadline);
+    return [...left, ...right];
+  }
+
+  /**
+   * One send at a time (see the class comment). The caller hears by its deadline (unknown if not confirmed by
+   * then; a send whose turn comes after the deadline is not made). A send that stalls — no answer within
+   * twice the ack timeout — loses its producer, so the sends queued behind it go on with a fresh one.
+   */
+  #queued(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
+    const run = this.#tail.then(async (): Promise<PublishOutcome[]> => {
+      if (deadline <= Date.now()) return unsent(messages, new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'));
+      const producer = this.#producer;
+      let timer: NodeJS.Timeout | undefined;
+      const stalled = new Promise<PublishOutcome[]>((resolve) => {
+        timer = setTimeout(() => {
+          this.#renew(producer);
+          resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', `the broker did not answer within ${this.#stallMs} ms; producer replaced`)));
+        }, this.#stallMs);
+      });
+      try {
+        return await Promise.race([this.#send(producer, messages), stalled]);
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+    this.#tail = run.catch(() => {});
+    return deadline === Infinity ? run : byDeadline(run, deadline, messages);
+  }
+
+  async #send(producer: Producer, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
     const byTopic = new Map<string, Message[]>();
     const sent: Message[] = messages.map((m) => {
       const message: Message = { key: m.key, value: m.value, headers: m.headers };
@@ -52,13 +133,19 @@ export class KafkaPublisher implements Publisher {
     });
     let metadata: RecordMetadata[];
     try {
-      await this.#connect();
-      metadata = await this.#producer.sendBatch({
+      await this.#connect(producer);
+    } catch (cause) {
+      const error = classifyKafkaError(cause);
+      return messages.map(() => ({ ok: false, error }));
+    }
+    try {
+      metadata = await producer.sendBatch({
         acks: -1,
         timeout: this.#ackTimeoutMs,
         topicMessages: [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
       });
     } catch (cause) {
+      this.#renew(producer);
       const error = classifyKafkaError(cause);
       return messages.map(() => ({ ok: false, error }));
     }
@@ -68,19 +155,43 @@ export class KafkaPublisher implements Publisher {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#tail;
     await this.#producer.disconnect().catch(() => {});
   }
 
-  #connect(): Promise<void> {
-    if (!this.#connecting) {
-      this.#connecting = this.#producer.connect().catch((cause: unknown) => {
-        this.#connecting = null;
-        throw cause;
-      });
+  #connect(producer: Producer): Promise<void> {
+    if (this.#connecting?.producer !== producer) {
+      const connecting = {
+        producer,
+        promise: producer.connect().catch((cause: unknown) => {
+          if (this.#connecting === connecting) this.#connecting = null;
+          throw cause;
+        }),
+      };
+      this.#connecting = connecting;
     }
-    return this.#connecting;
+    return this.#connecting.promise;
   }
 }
+
+async function byDeadline(run: Promise<PublishOutcome[]>, deadline: number, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<PublishOutcome[]>((resolve) => {
+    timer = setTimeout(() => resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', 'not confirmed by the publish deadline'))), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([run, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function unsent(messages: OutboundMessage[], error: BrokerError): PublishOutcome[] {
+  return messages.map(() => ({ ok: false, error }));
+}
+
+// A request over the broker's size limit; which of its records caused it is unknown until split.
+const TOO_LARGE = new Set(['kafka_message_too_large', 'kafka_record_list_too_large']);
 
 function confirmations(
   messages: OutboundMessage[],

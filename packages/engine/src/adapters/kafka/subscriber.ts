@@ -1,7 +1,8 @@
-import type { Admin, Consumer as KafkaConsumer, IHeaders } from 'kafkajs';
+import type { Admin, Consumer as KafkaConsumer } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import type { InboundRecord, PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
+import { headersOf } from './headers.ts';
 
 export interface KafkaSubscriberOptions extends KafkaConnection {
   groupId: string;
@@ -136,16 +137,6 @@ export class KafkaSubscriber implements Subscriber {
     })();
     return this.#closed;
   }
-}
-
-function headersOf(headers: IHeaders | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers ?? {})) {
-    if (v === undefined) continue;
-    const first = Array.isArray(v) ? v[0] : v;
-    if (first !== undefined) out[k] = first.toString();
-  }
-  return out;
 }
 
 function byTopic(partitions: TopicPartition[]): Map<string, number[]> {

@@ -1,0 +1,119 @@
+import { parseArgs } from 'node:util';
+
+/** Every scenario the suite runs; `all` runs them in this order (latency needs e2e's maximum first). */
+export const SCENARIOS = ['relay', 'consumer', 'e2e', 'drain', 'latency', 'scale', 'backlog'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** The run's parameters, resolved once; every field is written into the JSON result. */
+export interface BenchOptions {
+  scenario: ScenarioName | 'all';
+  /** Events per scenario run. @defaultValue 100000 (quick: 20000) */
+  events: number;
+  /** Bytes of each event's data (JSON). @defaultValue 1024 */
+  payload: number;
+  /** Partitions of every topic the bench creates. @defaultValue 12 */
+  partitions: number;
+  /** Relay pool sizes of the relay scenario. @defaultValue [0, 1, 2, 4] */
+  threads: number[];
+  /** Relay and raw claim batch size. @defaultValue 500 */
+  batch: number;
+  /**
+   * Events of the scenarios that run the whole pipeline or spawn processes (e2e, drain, scale): the consumer is the
+   * slowest stage, so quick runs give them a quarter of `events`. @defaultValue events (quick: events / 4)
+   */
+  pipelineEvents: number;
+  /** Events of the backlog scenario. @defaultValue 10000000 (quick: 1000000) */
+  backlogEvents: number;
+  /** How long each time-bounded measurement (raw producer at one concurrency, naive relay, …) runs. @defaultValue 10000 (quick: 2000) */
+  windowMs: number;
+  /** Drain window of the backlog scenario inside `all --quick` (0 = until the outbox is drained). @defaultValue 0 (all --quick: 30000) */
+  backlogWindowMs: number;
+  quick: boolean;
+  json: string | null;
+  markdown: string | null;
+}
+
+export const HELP = `npm run bench -- <scenario> [options]
+
+Every figure is measured beside the baselines that bound it, in the same run, on the same services, with
+durability on (fsync, synchronous_commit, acks=all + idempotent producer, Redis AOF).
+
+scenarios:
+  e2e       live producer (business row + outbox row per transaction) → relay → Kafka → consumer, all at once
+  drain     pre-filled outbox of N events → relay → Kafka → consumer → committed
+  latency   open-loop load at 10 / 50 / 80 % of the measured e2e maximum; commit-to-consumer-commit percentiles
+  relay     pre-filled outbox drained to Kafka with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
+  consumer  pre-filled topic consumed into the inbox: one transaction per event vs shared transactions
+  scale     1, 2, 3 relay processes; 1, 2, 3 consumer processes (real \`postbox relay\` / \`postbox consume\`)
+  backlog   a 10M (quick: 1M) backlog: resident memory of every role over time, claim rate at start and end
+  all       every scenario above, baselines and peers once
+options:
+  --events N        events per scenario (default 100000; quick 20000; e2e, drain, scale: a quarter when quick)
+  --payload BYTES   event data size (default 1024)
+  --partitions P    partitions per topic (default 12)
+  --threads T       relay pool sizes, e.g. 2 or 0,2 (default 0,1,2,4)
+  --batch B         relay and raw claim batch (default 500)
+  --backlog N       backlog events (default 10000000; quick 1000000)
+  --window MS       length of each time-bounded measurement (default 10000; quick 2000)
+  --json FILE       write the result as JSON (stable keys: see README, Benchmarks)
+  --markdown FILE   write the results table as markdown
+  --quick           small runs: all finishes in under 5 minutes
+  -h, --help        this text`;
+
+export type Parsed = { help: true } | { help: false; options: BenchOptions };
+
+/** Parses argv; throws an Error that says how to fix a bad value. */
+export function parseOptions(argv: string[]): Parsed {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      quick: { type: 'boolean' },
+      events: { type: 'string' },
+      payload: { type: 'string' },
+      partitions: { type: 'string' },
+      threads: { type: 'string' },
+      batch: { type: 'string' },
+      backlog: { type: 'string' },
+      window: { type: 'string' },
+      json: { type: 'string' },
+      markdown: { type: 'string' },
+    },
+  });
+  if (values.help) return { help: true };
+  const scenario = positionals[0];
+  if (!scenario) throw new Error('name a scenario (or all); see --help');
+  if (scenario !== 'all' && !(SCENARIOS as readonly string[]).includes(scenario)) {
+    throw new Error(`unknown scenario "${scenario}": use one of ${SCENARIOS.join(', ')}, all`);
+  }
+  if (positionals.length > 1) throw new Error(`one scenario at a time, got ${positionals.join(' ')}`);
+  const quick = values.quick === true;
+  const threads = values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
+  const events = int(values.events, 'events', 100, 100_000_000, quick ? 20_000 : 100_000);
+  return {
+    help: false,
+    options: {
+      scenario: scenario as BenchOptions['scenario'],
+      events,
+      pipelineEvents: quick ? Math.max(100, Math.floor(events / 4)) : events,
+      payload: int(values.payload, 'payload', 16, 900_000, 1024),
+      partitions: int(values.partitions, 'partitions', 1, 1000, 12),
+      threads,
+      batch: int(values.batch, 'batch', 1, 10_000, 500),
+      backlogEvents: int(values.backlog, 'backlog', 1000, 100_000_000, quick ? 1_000_000 : 10_000_000),
+      windowMs: int(values.window, 'window', 500, 600_000, quick ? 2000 : 10_000),
+      backlogWindowMs: scenario === 'all' && quick ? 30_000 : 0,
+      quick,
+      json: values.json ?? null,
+      markdown: values.markdown ?? null,
+    },
+  };
+}
+
+function int(raw: string | undefined, name: string, min: number, max: number, fallback?: number): number {
+  if (raw === undefined && fallback !== undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  return n;
+}

@@ -1,0 +1,50 @@
+import { createWaker, defaultConsumerLimits } from '@postbox/engine';
+import type { Bench } from '../context.ts';
+import { rate, ratio } from '../report.ts';
+import { benchDatabase, benchTopic, deleteTopics, perSecond, progressBar } from '../support.ts';
+import { fillOutbox } from '../workload/fill.ts';
+import { startRoles, untilCommitted } from '../workload/roles.ts';
+
+/**
+ * A pre-filled outbox of N events → a `postbox relay` process → Kafka → a `postbox consume` process → committed.
+ * Both roles are started and warmed first (one event through), then the N rows appear in one commit; the clock
+ * runs from that commit to the consumer's commit of the last event. Bounded by its slowest raw stage:
+ * min(raw claim + mark, raw kafkajs produce, raw batched inbox).
+ */
+export async function drainScenario({ options, report }: Bench): Promise<void> {
+  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
+  const events = options.pipelineEvents;
+  const db = await benchDatabase(4);
+  const topic = await benchTopic('drain', options.partitions);
+  const roles = await startRoles(db, { topic, partitions: options.partitions, relayThreads, consumerThreads: defaultConsumerLimits.threads, batch: options.batch, label: 'drain' });
+  try {
+    const waker = createWaker(db.sql);
+    await fillOutbox(db.sql, { topic, events: 1, payload: options.payload, prefix: 'warm' });
+    waker.wake();
+    await untilCommitted(roles, 1, 60_000);
+    await fillOutbox(db.sql, { topic, events, payload: options.payload, prefix: 'd' }, progressBar('fill outbox (drain)', events));
+    const started = performance.now();
+    waker.wake();
+    const bar = progressBar('drain: outbox → consumer commit', events);
+    await untilCommitted(roles, events + 1, 600_000, (n) => bar(Math.max(0, n - 1)));
+    const seconds = (performance.now() - started) / 1000;
+    const eventsPerSecond = perSecond(events, seconds);
+    const stages = { claimMark: report.baseline('claimMark'), kafkaProduce: report.baseline('kafkaProduce'), inboxBatched: report.baseline('inboxBatched') };
+    const known = Object.entries(stages).filter((e): e is [string, number] => e[1] !== null);
+    const slowest = known.sort((a, b) => a[1] - b[1])[0] ?? null;
+    report.results.scenarios.drain = {
+      eventsPerSecond,
+      ratioToSlowestStage: ratio(eventsPerSecond, slowest?.[1]),
+      slowestStage: slowest?.[0] ?? null,
+      events,
+      seconds,
+      relayThreads,
+      consumerThreads: defaultConsumerLimits.threads,
+    };
+    report.row('drain', 'drain: pre-filled outbox → consumer commit', rate(eventsPerSecond), [[`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])]], `relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr. (processes)`);
+  } finally {
+    await roles.stop();
+    await db.drop();
+    await deleteTopics([topic]);
+  }
+}

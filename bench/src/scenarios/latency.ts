@@ -1,0 +1,78 @@
+import { createWaker, defaultConsumerLimits, type Sql } from '@postbox/engine';
+import type { Bench } from '../context.ts';
+import { rate } from '../report.ts';
+import { benchDatabase, benchTopic, deleteTopics, progressBar } from '../support.ts';
+import { engineOrderWriter, openLoop } from '../workload/business.ts';
+import { startRoles, untilCommitted } from '../workload/roles.ts';
+
+const LEVELS = [10, 50, 80];
+const MAX_IN_FLIGHT = 64;
+
+export interface LatencyLevel {
+  offeredPerSecond: number;
+  achievedPerSecond: number;
+  shed: number;
+  events: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/**
+ * Open-loop load at 10 %, 50 % and 80 % of the measured e2e maximum, one window each (twice the usual window),
+ * through one running pipeline (a `postbox relay` process woken after each commit, a `postbox consume` process). Each event is a
+ * new order; its latency is projection.updated_at (clock_timestamp() in the handler, just before the consumer's
+ * commit) − outbox.created_at (now() of the producer's transaction, just before its commit): both from the
+ * database clock, so no client clock enters the figure.
+ */
+export async function latencyScenario({ options, report }: Bench): Promise<void> {
+  const max = report.results.scenarios.e2e?.eventsPerSecond as number | undefined;
+  if (!max) throw new Error('bench: latency needs the e2e maximum; run it with e2e (all and latency do)');
+  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
+  const db = await benchDatabase(MAX_IN_FLIGHT);
+  const topic = await benchTopic('latency', options.partitions);
+  const roles = await startRoles(db, { topic, partitions: options.partitions, relayThreads, consumerThreads: defaultConsumerLimits.threads, batch: options.batch, label: 'latency' });
+  try {
+    const waker = createWaker(db.sql);
+    await engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix: 'warm' }).place(0);
+    await untilCommitted(roles, 1, 60_000);
+    const levels: Record<string, LatencyLevel> = {};
+    let total = 1;
+    for (const pct of LEVELS) {
+      const offered = (max * pct) / 100;
+      const prefix = `lat${pct}`;
+      const writer = engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix });
+      const bar = progressBar(`latency at ${pct} % (${Math.round(offered)} ev/s)`, options.windowMs * 2);
+      const started = performance.now();
+      const watch = setInterval(() => bar(Math.min(options.windowMs * 2, Math.round(performance.now() - started))), 100);
+      const load = await openLoop(writer, offered, options.windowMs * 2, MAX_IN_FLIGHT, 0).finally(() => clearInterval(watch));
+      bar(options.windowMs * 2);
+      total += load.completed;
+      await untilCommitted(roles, total, 600_000);
+      levels[`at${pct}`] = { offeredPerSecond: offered, achievedPerSecond: load.completed / load.seconds, shed: load.shed, events: load.completed, ...(await percentiles(db.sql, prefix)) };
+    }
+    report.results.scenarios.latency = { e2eMaxEventsPerSecond: max, ...levels, windowMs: options.windowMs * 2, relayThreads, consumerThreads: defaultConsumerLimits.threads };
+    for (const pct of LEVELS) {
+      const l = levels[`at${pct}`]!;
+      const note = pct === 50 ? 'target p50 ≤ 10 ms, p99 ≤ 50 ms' : '';
+      report.row('latency', `latency at ${pct} % of e2e max (${rate(l.offeredPerSecond)})`, `p50 ${ms(l.p50Ms)}  p95 ${ms(l.p95Ms)}  p99 ${ms(l.p99Ms)}  max ${ms(l.maxMs)}`, [], note + (l.shed > 0 ? ` ${l.shed} arrivals shed` : ''));
+    }
+  } finally {
+    await roles.stop();
+    await db.drop();
+    await deleteTopics([topic]);
+  }
+}
+
+const ms = (v: number) => `${v.toFixed(1)} ms`;
+
+/** Commit-to-consumer-commit percentiles of one level's events, from the database clock at both ends. */
+async function percentiles(sql: Sql, prefix: string): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs'>> {
+  const [row] = await sql<{ p: number[]; max: number }[]>`
+    SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p, max(ms) AS max
+    FROM (SELECT extract(epoch FROM p.updated_at - o.created_at)::float8 * 1000 AS ms
+          FROM message_outbox o JOIN demo_order_projection p ON p.order_id = o.aggregate_id
+          WHERE o.aggregate_id LIKE ${`${prefix}-%`}) AS l`;
+  return { p50Ms: row!.p[0]!, p95Ms: row!.p[1]!, p99Ms: row!.p[2]!, maxMs: row!.max };
+}

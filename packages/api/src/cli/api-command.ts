@@ -1,0 +1,47 @@
+import { parseArgs } from 'node:util';
+import { writeFile } from 'node:fs/promises';
+import { createLogger } from '@postbox/engine';
+import { readApiConfig } from '../config/api.ts';
+import { readConfig } from '../config/env.ts';
+import { createApiResources } from '../graphql/deps.ts';
+import { printedSchema } from '../graphql/schema/index.ts';
+import { startControlPlane } from '../graphql/server.ts';
+import { stackEnv } from '../stack/index.ts';
+import { startTelemetry } from '../telemetry/sdk.ts';
+import { shutdownSignal, untilAborted } from './signals.ts';
+
+const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, audit)
+
+Environment: DATABASE_URL, KAFKA_BROKERS, REDIS_URL, POSTBOX_API_PORT (4000), POSTBOX_API_HOST (127.0.0.1),
+POSTBOX_API_TOKENS ("actor:scope+scope:token,…"; scopes viewer, operator, admin, payload),
+POSTBOX_ENV=production (no GraphiQL, introspection for admin only, tokens required).
+Options:
+  --print-schema [FILE]   print the SDL (or write it to FILE) and exit
+  -h, --help              this text`;
+
+export async function apiCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'print-schema': { type: 'boolean' } } });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (values['print-schema']) {
+    if (positionals[0]) await writeFile(positionals[0], printedSchema());
+    else process.stdout.write(printedSchema());
+    return 0;
+  }
+  const api = readApiConfig();
+  await using _telemetry = await startTelemetry('api', { log: createLogger({ level: process.env.LOG_LEVEL ?? 'info', name: 'postbox' }) });
+  const resources = createApiResources(readConfig(stackEnv()));
+  const signal = shutdownSignal();
+  try {
+    const plane = await startControlPlane(api, resources.deps);
+    console.log(`GraphQL control plane: ${plane.url}${api.production ? '' : ' (GraphiQL in a browser)'}`);
+    if (api.devToken) console.log(`development operator token: Authorization: Bearer ${api.devToken}`);
+    await untilAborted(signal);
+    await plane.close();
+    return 0;
+  } finally {
+    await resources.close();
+  }
+}

@@ -1,0 +1,97 @@
+import { parseArgs } from 'node:util';
+import { check, collect, ConfigError, connect, formatReport, KafkaOffsets, KafkaTopicReader, listConsumers, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine';
+import { readConfig } from '../config/env.ts';
+import { DEMO_CONSUMER } from '../demo/order-projection.ts';
+import { stackEnv } from '../stack/index.ts';
+
+const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
+
+usage: postbox verify [--consumer NAME ...] [--topic TOPIC ...] [--effects-log SQL | --effects-counts SQL]
+                      [--final] [--stuck-after MS] [--timeout MS] [--json]
+
+Reads every topic of the consumers from start to end, each consumer group's committed offsets, then the outbox,
+inboxes, failure store, retry ledger and parked events in one snapshot, and checks (after Jepsen's Kafka checks):
+  log       every acknowledged send is in the log at its position, one event per position, nothing read whose
+            write failed, versions of an aggregate in order; re-sends counted as duplicates
+  consumer  every event its committed offset has passed is applied, ignored, in the failure store, on the retry
+            ledger or parked (else lost); none applied twice; aggregates applied in order; the same event_id with
+            another payload is a conflict in the failure store, never absorbed silently
+  stuck     expired leases not reclaimed, pending rows and retries overdue, gaps parked with no failure behind
+            them — older than --stuck-after (default 60000 ms)
+Consumers: every one in the registry (each \`postbox consume\` announces itself), or those named with --consumer.
+Side effects are the handler's: --effects-log is a query returning one row per effect in the order they
+happened (event_id, aggregate_id, aggregate_version); --effects-counts one row per aggregate of a projection
+(aggregate_id, version, applied_count). $1 in the query is the consumer's name. Without either, double effects
+are not checked (the demo consumer, ${DEMO_CONSUMER}, uses its projection's counts).
+--final: everything should have settled; events still in flight are a violation too.
+Exit code: 0 when every check holds, 1 on any violation, 2 on a usage error.
+Environment: DATABASE_URL, KAFKA_BROKERS.`;
+
+export async function verifyCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      consumer: { type: 'string', multiple: true },
+      topic: { type: 'string', multiple: true },
+      'effects-log': { type: 'string' },
+      'effects-counts': { type: 'string' },
+      final: { type: 'boolean' },
+      'stuck-after': { type: 'string' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (values['effects-log'] && values['effects-counts']) {
+    console.error('postbox verify: give --effects-log or --effects-counts, not both');
+    return 2;
+  }
+  const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
+  const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
+  const config = readConfig(stackEnv());
+  const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
+  const offsets = new KafkaOffsets(config.kafka);
+  const reader = new KafkaTopicReader({ ...config.kafka, timeoutMs });
+  try {
+    const registered = await listConsumers(sql);
+    const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
+    const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
+    if (unknown.length > 0) throw new ConfigError(`not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`);
+    const effects: EffectSource | undefined = values['effects-log']
+      ? { kind: 'log', query: values['effects-log'] }
+      : values['effects-counts']
+        ? { kind: 'counts', query: values['effects-counts'] }
+        : undefined;
+    const consumers: VerifyConsumer[] = registered
+      .filter((c) => wanted.includes(c.consumer_name))
+      .map((c) => {
+        const source = effects ?? (c.consumer_name === DEMO_CONSUMER ? DEMO_EFFECTS : undefined);
+        return { name: c.consumer_name, groupId: c.group_id, topics: c.topics, ...(source ? { effects: source } : {}) };
+      });
+    if (consumers.length === 0 && !values.topic?.length) {
+      console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
+      return 2;
+    }
+    const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), { stuckAfterMs, final: values.final ?? false });
+    if (values.json) console.log(JSON.stringify({ ...report, totals: totals(report) }, null, 2));
+    else console.log(formatReport(report));
+    return report.ok ? 0 : 1;
+  } finally {
+    await reader.close();
+    await offsets.close();
+    await sql.end({ timeout: 5 });
+  }
+}
+
+const DEMO_EFFECTS: EffectSource = { kind: 'counts', query: 'SELECT order_id AS aggregate_id, version, applied_count FROM demo_order_projection' };
+
+function nonNegative(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be an integer ≥ 0, got "${value}"`);
+  return n;
+}

@@ -1,0 +1,90 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { ConfigError } from '@postbox/engine';
+
+export type Scope = 'viewer' | 'operator' | 'admin' | 'payload';
+const SCOPES: readonly Scope[] = ['viewer', 'operator', 'admin', 'payload'];
+
+/** A configured bearer token: who it is (the audit log's actor) and what it may do. Only its hash is kept. */
+export interface ApiToken {
+  actor: string;
+  scopes: Set<Scope>;
+  sha256: Buffer;
+}
+
+export interface ApiConfig {
+  host: string;
+  port: number;
+  /** Production: no GraphiQL, introspection only for admin, tokens required. */
+  production: boolean;
+  tokens: ApiToken[];
+  /** A token generated for this run (development only, when none is configured); printed at start. */
+  devToken: string | null;
+  /** @defaultValue 65536 */
+  maxBodyBytes: number;
+}
+
+/**
+ * POSTBOX_API_PORT (default 4000), POSTBOX_API_HOST (default 127.0.0.1), POSTBOX_ENV or NODE_ENV = production,
+ * POSTBOX_API_TOKENS = "actor:scope+scope:token,…" (scopes: viewer, operator, admin, payload; admin implies all,
+ * operator implies viewer). Without tokens, development generates one operator token per run.
+ */
+export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
+  const production = (env.POSTBOX_ENV ?? env.NODE_ENV) === 'production';
+  const tokens = parseTokens(env.POSTBOX_API_TOKENS ?? '');
+  let devToken: string | null = null;
+  if (tokens.length === 0) {
+    if (production) throw new ConfigError('POSTBOX_API_TOKENS must name at least one token in production (actor:scopes:token)');
+    devToken = `dev-${randomBytes(18).toString('base64url')}`;
+    tokens.push(apiToken('developer', ['operator'], devToken));
+  }
+  return {
+    host: env.POSTBOX_API_HOST ?? '127.0.0.1',
+    port: port(env.POSTBOX_API_PORT, 4000),
+    production,
+    tokens,
+    devToken,
+    maxBodyBytes: 65_536,
+  };
+}
+
+export function apiToken(actor: string, scopes: Scope[], token: string): ApiToken {
+  return { actor, scopes: expand(scopes), sha256: hash(token) };
+}
+
+export function hash(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+/** "alice:operator+payload:s3cret,bob:viewer:t0ken" (a token may itself contain ':'). */
+export function parseTokens(value: string): ApiToken[] {
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry, i) => {
+      const first = entry.indexOf(':');
+      const second = entry.indexOf(':', first + 1);
+      const where = `POSTBOX_API_TOKENS entry ${i + 1}`;
+      if (first < 1 || second < 0) throw new ConfigError(`${where} must be actor:scope+scope:token`);
+      const actor = entry.slice(0, first);
+      const scopes = entry.slice(first + 1, second).split('+');
+      const token = entry.slice(second + 1);
+      for (const s of scopes) if (!SCOPES.includes(s as Scope)) throw new ConfigError(`${where}: unknown scope "${s}" (viewer, operator, admin, payload)`);
+      if (token.length < 16) throw new ConfigError(`${where}: the token must be at least 16 characters`);
+      return apiToken(actor, scopes as Scope[], token);
+    });
+}
+
+function expand(scopes: Scope[]): Set<Scope> {
+  const out = new Set(scopes);
+  if (out.has('admin')) for (const s of SCOPES) out.add(s);
+  if (out.has('operator')) out.add('viewer');
+  return out;
+}
+
+function port(raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(`POSTBOX_API_PORT must be a port number 0…65535, got "${raw}"`);
+  return n;
+}

@@ -1,0 +1,20 @@
+import { timingSafeEqual } from 'node:crypto';
+import { hash, type ApiToken, type Scope } from '../config/api.ts';
+
+export interface Caller {
+  /** The audit log's actor; "anonymous" without a valid token. */
+  actor: string;
+  scopes: ReadonlySet<Scope>;
+}
+
+const ANONYMOUS: Caller = { actor: 'anonymous', scopes: new Set() };
+
+/** The caller of a request from its `Authorization: Bearer …` header; constant-time comparison of hashes. */
+export function callerOf(header: string | null, tokens: ApiToken[]): Caller {
+  const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+  if (!match) return ANONYMOUS;
+  const digest = hash(match[1]!);
+  let found: ApiToken | undefined;
+  for (const t of tokens) if (timingSafeEqual(t.sha256, digest)) found = t;
+  return found ? { actor: found.actor, scopes: found.scopes } : ANONYMOUS;
+}

@@ -1,0 +1,19 @@
+import type { BacklogMonitor, Probe, RetryScheduler, Sql } from '@postbox/engine';
+import type { Caller } from './auth.ts';
+
+/** What resolvers may use: engine functions over these, nothing else. */
+export interface ApiDeps {
+  sql: Sql;
+  backlog: BacklogMonitor;
+  /** The retry scheduler of a consumer (one queue each); null without Redis. */
+  schedulerFor: (consumer: string) => RetryScheduler | null;
+  probes: Record<string, Probe>;
+}
+
+export interface ApiContext {
+  caller: Caller;
+  deps: ApiDeps;
+  production: boolean;
+  /** Audit writes started during the request (denials); awaited before the response is sent. */
+  audits: Promise<unknown>[];
+}

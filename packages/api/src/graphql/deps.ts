@@ -1,0 +1,47 @@
+import { Redis } from 'ioredis';
+import { BacklogMonitor, connect, KafkaOffsets, RetryScheduler } from '@postbox/engine';
+import type { PostboxConfig } from '../config/env.ts';
+import type { ApiDeps } from './context.ts';
+
+export interface ApiResources {
+  deps: ApiDeps;
+  close(): Promise<void>;
+}
+
+/**
+ * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets, a Redis connection for
+ * readiness and one retry scheduler per consumer, made when first needed. `close` ends all of them.
+ */
+export function createApiResources(config: PostboxConfig): ApiResources {
+  const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
+  const offsets = new KafkaOffsets(config.kafka);
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 }) : null;
+  redis?.on('error', () => {});
+  const schedulers = new Map<string, RetryScheduler>();
+  const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });
+  const deps: ApiDeps = {
+    sql,
+    backlog,
+    schedulerFor: (consumer) => {
+      if (!config.redisUrl) return null;
+      let s = schedulers.get(consumer);
+      if (!s) schedulers.set(consumer, (s = new RetryScheduler({ redisUrl: config.redisUrl, consumer })));
+      return s;
+    },
+    probes: {
+      postgres: () => sql`SELECT 1`,
+      kafka: () => offsets.ping(),
+      ...(redis ? { redis: async () => (redis.status === 'wait' ? redis.connect().then(() => redis.ping()) : redis.ping()) } : {}),
+    },
+  };
+  return {
+    deps,
+    async close() {
+      await backlog.stop();
+      await Promise.all([...schedulers.values()].map((s) => s.close()));
+      await offsets.close();
+      redis?.disconnect();
+      await sql.end({ timeout: 5 });
+    },
+  };
+}

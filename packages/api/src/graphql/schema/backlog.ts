@@ -1,0 +1,88 @@
+import type { BacklogReport, ConsumerBacklog, PartitionBacklog, TopicBacklog } from '@postbox/engine';
+import { builder } from '../builder.ts';
+import { invalid } from '../validate.ts';
+
+const TopicBacklogRef = builder.objectRef<TopicBacklog>('TopicBacklog').implement({
+  fields: (t) => ({
+    topic: t.exposeString('topic'),
+    pending: t.exposeInt('pending', { description: 'Outbox rows waiting to be claimed' }),
+    publishing: t.exposeInt('publishing', { description: 'Claimed by a relay, not yet confirmed' }),
+    failed: t.exposeInt('failed', { description: 'Outbox rows the relay gave up on (last_error says why)' }),
+    oldestPendingAgeMs: t.exposeInt('oldestPendingAgeMs', { nullable: true }),
+  }),
+});
+
+const OutboxBacklogRef = builder.objectRef<BacklogReport['outbox']>('OutboxBacklog').implement({
+  fields: (t) => ({
+    pending: t.exposeInt('pending'),
+    publishing: t.exposeInt('publishing'),
+    failed: t.exposeInt('failed'),
+    oldestPendingAgeMs: t.exposeInt('oldestPendingAgeMs', { nullable: true }),
+    publishRate: t.exposeFloat('publishRate', { nullable: true, description: 'Records/s appended to the topics over the last minute' }),
+    topics: t.field({ type: [TopicBacklogRef], resolve: (o) => o.topics }),
+  }),
+});
+
+const PartitionLagRef = builder.objectRef<PartitionBacklog>('PartitionLag').implement({
+  fields: (t) => ({
+    topic: t.exposeString('topic'),
+    partition: t.exposeInt('partition'),
+    high: t.exposeString('high', { description: 'High watermark (next offset to be written)' }),
+    committed: t.exposeString('committed', { nullable: true, description: "The group's committed offset (next to read)" }),
+    lag: t.exposeInt('lag'),
+  }),
+});
+
+const ConsumerBacklogRef = builder.objectRef<ConsumerBacklog>('ConsumerBacklog').implement({
+  fields: (t) => ({
+    consumer: t.exposeString('consumer'),
+    groupId: t.exposeString('groupId', { nullable: true }),
+    topics: t.exposeStringList('topics'),
+    lag: t.exposeInt('lag', { description: 'Records on its topics not yet committed by the group' }),
+    partitions: t.field({ type: [PartitionLagRef], resolve: (c) => c.partitions }),
+    consumeRate: t.exposeFloat('consumeRate', { nullable: true, description: 'Committed records/s over the last minute' }),
+    produceRate: t.exposeFloat('produceRate', { nullable: true, description: 'Records/s appended to its topics' }),
+    retriesWaiting: t.exposeInt('retriesWaiting'),
+    parked: t.exposeInt('parked', { description: 'Events waiting for an earlier version' }),
+    blockedAggregates: t.exposeInt('blockedAggregates'),
+    failures: t.exposeInt('failures', { description: 'Open failures in the failure store' }),
+    drainSeconds: t.exposeFloat('drainSeconds', { nullable: true, description: 'lag ÷ (consumeRate − produceRate); null when not draining' }),
+  }),
+});
+
+export const BacklogRef = builder.objectRef<BacklogReport>('Backlog').implement({
+  fields: (t) => ({
+    at: t.field({ type: 'DateTime', resolve: (b) => b.at }),
+    outbox: t.field({ type: OutboxBacklogRef, resolve: (b) => b.outbox }),
+    consumers: t.field({ type: [ConsumerBacklogRef], resolve: (b) => b.consumers }),
+    brokerError: t.exposeString('brokerError', { nullable: true, description: 'Why lag and rates are missing (broker unreachable)' }),
+  }),
+});
+
+builder.queryField('backlog', (t) =>
+  t.field({
+    type: BacklogRef,
+    description: 'Where the work is: outbox by state and topic, each consumer’s lag, rates and stuck counts',
+    authScopes: { viewer: true },
+    resolve: (_root, _args, ctx) => ctx.deps.backlog.report(),
+  }),
+);
+
+builder.subscriptionField('backlog', (t) =>
+  t.field({
+    type: BacklogRef,
+    description: 'The backlog every intervalMs (1000…60000), over server-sent events',
+    authScopes: { viewer: true },
+    args: { intervalMs: t.arg.int({ defaultValue: 5000 }) },
+    subscribe: (_root, args, ctx) => every(args.intervalMs ?? 5000, () => ctx.deps.backlog.report()),
+    resolve: (report) => report,
+  }),
+);
+
+async function* every<T>(intervalMs: number, next: () => Promise<T>): AsyncGenerator<T> {
+  if (!Number.isInteger(intervalMs) || intervalMs < 1000 || intervalMs > 60_000) throw invalid('intervalMs', `must be 1000…60000 (got ${intervalMs})`);
+  for (;;) {
+    yield await next();
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

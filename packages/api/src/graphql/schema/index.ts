@@ -1,0 +1,18 @@
+// The control plane's schema: one module per domain type, each registering its fields on the builder.
+import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
+import { builder } from '../builder.ts';
+import './scalars.ts';
+import './errors.ts';
+import './backlog.ts';
+import './event.ts';
+import './failure.ts';
+import './audit.ts';
+import './health.ts';
+import './mutations.ts';
+
+export const schema: GraphQLSchema = builder.toSchema();
+
+/** The SDL committed as schema.graphql; a test fails when the code and the file drift apart. */
+export function printedSchema(): string {
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+}

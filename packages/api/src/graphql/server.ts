@@ -1,0 +1,114 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
+import { NoSchemaIntrospectionCustomRule } from 'graphql';
+import { createYoga, type Plugin } from 'graphql-yoga';
+import type { ApiConfig } from '../config/api.ts';
+import { callerOf } from './auth.ts';
+import type { ApiContext, ApiDeps } from './context.ts';
+import { schema } from './schema/index.ts';
+
+export interface ControlPlane {
+  /** http://host:port/graphql */
+  url: string;
+  server: Server;
+  close(): Promise<void>;
+}
+
+/**
+ * The GraphQL control plane over HTTP (graphql-yoga): bearer-token callers, graphql-armor limits checked
+ * before execution, introspection only outside production or for admin, errors masked (a GraphQLError a
+ * resolver meant to show passes; anything else becomes "Unexpected error."), single requests only.
+ */
+export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
+  return createYoga<{}, ApiContext>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    maskedErrors: true,
+    batching: false,
+    landingPage: false,
+    graphiql: config.production ? false : { title: 'Postbox control plane', headers: JSON.stringify({ Authorization: 'Bearer <token>' }) },
+    context: ({ request }): ApiContext => ({ caller: callerOf(request.headers.get('authorization'), config.tokens), deps, production: config.production, audits: [] }),
+    plugins: [
+      bodyLimit(config.maxBodyBytes),
+      EnvelopArmorPlugin({
+        // The schema has no cycles; only introspection nests deep (GraphiQL’s own query is 21 levels deep).
+        maxDepth: { n: 25, ignoreIntrospection: false },
+        maxAliases: { n: 15 },
+        maxTokens: { n: 2000 },
+        maxDirectives: { n: 10 },
+        costLimit: { maxCost: 5000 },
+        blockFieldSuggestion: { enabled: true },
+      }),
+      introspectionGate(config),
+      flushAudits(),
+    ],
+  });
+}
+
+export async function startControlPlane(config: ApiConfig, deps: ApiDeps): Promise<ControlPlane> {
+  const yoga = createControlPlaneHandler(config, deps);
+  const server = createServer(yoga);
+  // Bounded: a slow client cannot hold a socket forever.
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  deps.backlog.start();
+  return {
+    url: `http://${config.host}:${address.port}/graphql`,
+    server,
+    async close() {
+      await deps.backlog.stop();
+      server.closeIdleConnections();
+      // Subscriptions (SSE) are long requests: end them rather than wait.
+      const forced = setTimeout(() => server.closeAllConnections(), 2000);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      clearTimeout(forced);
+    },
+  };
+}
+
+/** A request body over the limit is refused before it is read (413). */
+function bodyLimit(maxBytes: number): Plugin {
+  return {
+    onRequest({ request, endResponse, fetchAPI }) {
+      const length = Number(request.headers.get('content-length') ?? '0');
+      if (length > maxBytes) {
+        endResponse(new fetchAPI.Response(JSON.stringify({ errors: [{ message: `request body of ${length} bytes is over the limit of ${maxBytes}`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }), { status: 413, headers: { 'content-type': 'application/json' } }));
+      }
+    },
+  };
+}
+
+/**
+ * Production hides the schema from everyone but admin (field suggestions are off everywhere). Validation runs
+ * before the request's context is built, so the caller is read from the request here.
+ */
+function introspectionGate(config: ApiConfig): Plugin<{ request: Request }> {
+  return {
+    onValidate({ context, addValidationRule }) {
+      if (!config.production) return;
+      if (!callerOf(context.request.headers.get('authorization'), config.tokens).scopes.has('admin')) addValidationRule(NoSchemaIntrospectionCustomRule);
+    },
+  };
+}
+
+/** Denied mutations are audited before the response goes out, so a client that saw FORBIDDEN finds the row. */
+function flushAudits(): Plugin<ApiContext> {
+  return {
+    onExecute() {
+      return {
+        async onExecuteDone({ args }) {
+          await Promise.all(args.contextValue.audits);
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,91 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { kafkaService } from './kafka.ts';
+import { defaultHome, stackPaths, type StackPaths } from './paths.ts';
+import { postgresService } from './postgres.ts';
+import { isAlive, waitForExit } from './process.ts';
+import { redisService } from './redis.ts';
+import { ensureDown, ensureUp, type LocalService } from './service.ts';
+
+/**
+ * A private instance of one of the stack's servers, for tests that kill, stop, pause or fill it and so must not
+ * touch the shared one: its own home (data, logs, pid file) and ports, the same start-up code and settings as
+ * the stack (durability included), and the stack's cached Kafka jars (nothing is downloaded). Detached like the
+ * stack's servers: the caller must `stop()` it (and should `kill('SIGKILL')` it on exit).
+ */
+export interface PrivateServer {
+  readonly name: 'postgres' | 'redis' | 'kafka';
+  /** What clients use: DATABASE_URL, REDIS_URL or KAFKA_BROKERS. */
+  readonly url: string;
+  readonly home: string;
+  readonly dataDir: string;
+  readonly logFile: string;
+  /** Starts it (or waits for it, if it runs) until it does real work. */
+  start(timeoutMs?: number): Promise<void>;
+  /** Graceful stop, as the stack's (SIGTERM; pg_ctl -m fast); no-op when not running. */
+  stop(): Promise<void>;
+  /** The server's pid when it runs. */
+  pid(): Promise<number | undefined>;
+  /** Sends a signal to the server process (SIGKILL, SIGSTOP, SIGCONT; SIGQUIT is PostgreSQL's immediate stop). */
+  signal(signal: NodeJS.Signals): Promise<number>;
+  /** After a signal that ends it: waits until the process is gone. */
+  waitForExit(timeoutMs?: number): Promise<void>;
+  /** Deletes the data (stopped servers only). */
+  purge(): Promise<void>;
+}
+
+export function privateKafka(home: string, ports: { broker: number; controller: number; advertised?: number }, properties = ''): PrivateServer {
+  const paths = withSharedJars(stackPaths(home));
+  const host = '127.0.0.1';
+  const service = kafkaService(
+    paths,
+    { broker: { host, port: ports.broker }, controller: { host, port: ports.controller }, ...(ports.advertised ? { advertised: { host, port: ports.advertised } } : {}) },
+    properties,
+  );
+  return wrap(service, home);
+}
+
+export function privatePostgres(home: string, port: number, settings: string[] = []): PrivateServer {
+  return wrap(postgresService(stackPaths(home), port, settings), home);
+}
+
+export function privateRedis(home: string, port: number): PrivateServer {
+  return wrap(redisService(stackPaths(home), port), home);
+}
+
+/** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */
+function withSharedJars(paths: StackPaths): StackPaths {
+  const shared = stackPaths(process.env.POSTBOX_HOME || defaultHome()).kafka;
+  return { ...paths, kafka: { ...paths.kafka, libs: shared.libs, libsMarker: shared.libsMarker, pom: path.join(paths.kafka.dir, 'pom.xml') } };
+}
+
+function wrap(service: LocalService, home: string): PrivateServer {
+  return {
+    name: service.name,
+    url: service.url,
+    home,
+    dataDir: service.dataDir,
+    logFile: service.logFile,
+    async start(timeoutMs = 120_000) {
+      await fs.mkdir(home, { recursive: true });
+      await ensureUp(service, timeoutMs);
+    },
+    async stop() {
+      await ensureDown(service);
+    },
+    pid: () => service.ownedPid(),
+    async signal(signal) {
+      const pid = await service.ownedPid();
+      if (pid === undefined) throw new Error(`private ${service.name} in ${home} is not running; read ${service.logFile}`);
+      process.kill(pid, signal);
+      return pid;
+    },
+    async waitForExit(timeoutMs = 30_000) {
+      const pid = await service.ownedPid();
+      if (pid !== undefined && isAlive(pid) && !(await waitForExit(pid, timeoutMs))) {
+        throw new Error(`private ${service.name} (pid ${pid}) still runs after ${timeoutMs} ms`);
+      }
+    },
+    purge: () => service.purge(),
+  };
+}

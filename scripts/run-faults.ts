@@ -1,0 +1,92 @@
+// `npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN]`: the fault suite
+// (test/src/faults and test/soak) against the local stack, with N iterations per failpoint and repeated fault (CI: 20), run
+// again and again until M minutes have passed (a soak; default one round). Each scenario appends its verifier
+// totals to a summary file; the last line here sums them: scenarios, iterations, events, lost, applied twice,
+// reordered, duplicates absorbed. Exit code non-zero when a test failed or any total that must be 0 is not.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const testDir = path.join(root, 'test');
+const HELP = `usage: npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN]
+  --iterations N     kills per failpoint, drops per proxy fault (default 20; stops and outages scale with N/10)
+  --minutes M        repeat the suite until M minutes have passed (a soak); default: one round
+  --kill-loop-ms MS  length of the random kill loop (default 60000)
+  --only PATTERN     only the scenario files whose name contains PATTERN (e.g. kill-loop)`;
+
+function integer(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`test:faults: --${name} must be an integer ≥ 1, got "${value}"\n${HELP}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const { values } = parseArgs({
+  options: {
+    iterations: { type: 'string' },
+    minutes: { type: 'string' },
+    'kill-loop-ms': { type: 'string' },
+    only: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
+const iterations = integer(values.iterations, 'iterations', 20);
+const minutes = values.minutes === undefined ? 0 : integer(values.minutes, 'minutes', 1);
+const killLoopMs = integer(values['kill-loop-ms'], 'kill-loop-ms', 60_000);
+// test/soak holds the scenarios `npm test` leaves out (see README, Faults): they run here only.
+const files = ['src/faults', 'soak'].flatMap((dir) =>
+  readdirSync(path.join(testDir, dir))
+    .filter((f) => f.endsWith('.test.ts') && (!values.only || f.includes(values.only)))
+    .map((f) => `${dir}/${f}`),
+);
+if (files.length === 0) {
+  console.error(`test:faults: no scenario file matches "${values.only}"`);
+  process.exit(2);
+}
+
+const up = spawnSync(process.execPath, ['--disable-warning=TimeoutNegativeWarning', path.join(root, 'packages/api/src/bin/postbox.ts'), 'stack', 'up'], { stdio: 'inherit' });
+if (up.status !== 0) process.exit(up.status ?? 1);
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'postbox-faults-summary-'));
+const summary = path.join(dir, 'summary.jsonl');
+const started = Date.now();
+let rounds = 0;
+let failedRounds = 0;
+do {
+  rounds++;
+  console.log(`\n# test:faults round ${rounds}: ${files.length} files, ${iterations} iterations, kill loop ${killLoopMs} ms`);
+  const code = await new Promise<number | null>((resolve) => {
+    const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', '--test', '--test-concurrency=1', '--test-timeout=3600000', ...files], {
+      cwd: testDir,
+      stdio: 'inherit',
+      env: { ...process.env, POSTBOX_FAULT_ITERATIONS: String(iterations), POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs), POSTBOX_FAULT_SUMMARY: summary },
+    });
+    child.on('exit', resolve);
+  });
+  if (code !== 0) failedRounds++;
+} while (failedRounds === 0 && Date.now() - started < minutes * 60_000);
+
+interface Line { scenario: string; iterations: number; events: number; lost: number; appliedTwice: number; reordered: number; duplicatesAbsorbed: number; ok: boolean }
+const lines: Line[] = existsSync(summary) ? readFileSync(summary, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line) : [];
+rmSync(dir, { recursive: true, force: true });
+const sum = (f: (l: Line) => number) => lines.reduce((s, l) => s + f(l), 0);
+const t = { lost: sum((l) => l.lost), twice: sum((l) => l.appliedTwice), reordered: sum((l) => l.reordered) };
+const notOk = lines.filter((l) => !l.ok).length;
+const elapsed = Math.round((Date.now() - started) / 1000);
+console.log(
+  `\nfaults: ${rounds} round(s) in ${elapsed} s, ${new Set(lines.map((l) => l.scenario)).size} scenarios, ${lines.length} scenario runs, ` +
+    `${sum((l) => l.iterations)} iterations, ${sum((l) => l.events)} events, ${t.lost} lost, ${t.twice} applied twice, ${t.reordered} reordered, ` +
+    `${sum((l) => l.duplicatesAbsorbed)} duplicates absorbed${failedRounds ? `; ${failedRounds} round(s) with failing tests` : ''}`,
+);
+process.exitCode = failedRounds > 0 || notOk > 0 || t.lost + t.twice + t.reordered > 0 ? 1 : 0;

@@ -1,0 +1,287 @@
+import { appendFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, formatReport, KafkaOffsets, KafkaTopicReader, totals, verify, type CheckOptions, type Sql, type VerifyReport } from '@postbox/engine';
+import { createHandlerTables, TEST_CONSUMER_MODULE } from './consumer.ts';
+import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from './processes.ts';
+
+/**
+ * The whole chain as real processes, for fault scenarios: a writer (business transactions + outbox), relays
+ * (`postbox relay`), consumers (`postbox consume` of the recording handler, with durable retries) and operator
+ * commands — all pointed at one test database, one broker and one Redis, every process tracked so that
+ * `stopAll()` ends each one even when a test fails. `verify()` runs the verifier with the recording handler's
+ * effect log (test_applied), so loss, double effects and order are checked from what the handler really did.
+ */
+export interface PipelineOptions {
+  databaseUrl: string;
+  kafkaBrokers: string;
+  redisUrl: string;
+  topic: string;
+  partitions: number;
+  /** The consumer's name (inbox, ledger, failures) and, as `postbox.<name>`, its group. */
+  consumer: string;
+  /** Extra environment for every process. */
+  env?: Record<string, string>;
+  /** The test's own connection (setup, verifier), e.g. around a fault proxy. @defaultValue databaseUrl */
+  adminDatabaseUrl?: string;
+}
+
+const WRITER = fileURLToPath(new URL('../faults/fixtures/writer.ts', import.meta.url));
+
+export const TEST_EFFECTS = {
+  kind: 'log' as const,
+  query: 'SELECT event_id, aggregate_id, version AS aggregate_version FROM test_applied WHERE consumer = $1 ORDER BY seq',
+};
+
+export class Pipeline {
+  readonly o: PipelineOptions;
+  readonly processes = new Set<RoleProcess>();
+  readonly #sql: Sql;
+
+  constructor(o: PipelineOptions) {
+    this.o = o;
+    this.#sql = connect({ url: o.adminDatabaseUrl ?? o.databaseUrl, max: 3, applicationName: 'postbox-test-pipeline' });
+  }
+
+  get sql(): Sql {
+    return this.#sql;
+  }
+
+  /** The recording handler's tables and the writer's business table. */
+  async setup(handlerDelayMs = 0): Promise<void> {
+    await createHandlerTables(this.#sql, handlerDelayMs);
+    await this.#sql`CREATE TABLE IF NOT EXISTS fault_aggregate (id text PRIMARY KEY, version bigint NOT NULL)`;
+  }
+
+  env(extra: Record<string, string> = {}): Record<string, string> {
+    return {
+      DATABASE_URL: this.o.databaseUrl,
+      KAFKA_BROKERS: this.o.kafkaBrokers,
+      REDIS_URL: this.o.redisUrl,
+      POSTBOX_TOPICS: `${this.o.topic}:${this.o.partitions}`,
+      LOG_LEVEL: 'warn',
+      ...this.o.env,
+      ...extra,
+    };
+  }
+
+  #track(p: RoleProcess): RoleProcess {
+    this.processes.add(p);
+    void p.exited.then(() => this.processes.delete(p));
+    return p;
+  }
+
+  /** A writer process; WRITER_* variables tune it (fixtures/writer.ts). */
+  writer(extra: Record<string, string> = {}): RoleProcess {
+    return this.#track(spawnScript(WRITER, [], this.env({ WRITER_TOPIC: this.o.topic, WRITER_PREFIX: this.o.consumer, ...extra })));
+  }
+
+  relay(extra: Record<string, string> = {}): RoleProcess {
+    return this.#track(spawnPostbox(['relay'], this.env({
+      POSTBOX_RELAY_THREADS: '0', POSTBOX_RELAY_BATCH_SIZE: '100', POSTBOX_RELAY_LEASE_MS: '3000', POSTBOX_RELAY_LANE_LEASE_MS: '2000', POSTBOX_RELAY_POLL_MS: '250',
+      ...extra,
+    })));
+  }
+
+  consumer(extra: Record<string, string> = {}): RoleProcess {
+    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE], this.env({
+      TEST_TOPIC: this.o.topic,
+      TEST_CONSUMER: this.o.consumer,
+      TEST_LIMITS: JSON.stringify({ threads: 1, maxBatchEvents: 50 }),
+      TEST_RETRY: JSON.stringify({ maxAttempts: 2, baseMs: 200, capMs: 500 }),
+      POSTBOX_RETRY_RECONCILE_MS: '2000',
+      POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000',
+      POSTBOX_KAFKA_HEARTBEAT_MS: '1000',
+      ...extra,
+    })));
+  }
+
+  /** `postbox failures replay` of this consumer's open failures. */
+  replay(extra: Record<string, string> = {}, args: string[] = []): RoleProcess {
+    return this.#track(spawnPostbox(['failures', 'replay', '--consumer', this.o.consumer, '--reason', 'fault test: downstream fixed', '--actor', 'fault-test', '--rate', '200', ...args], this.env(extra)));
+  }
+
+  verify(options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
+    return verifyTestConsumer(this.#sql, this.o.kafkaBrokers, this.o.consumer, [this.o.topic], options);
+  }
+
+  /** settle() over this pipeline's consumer. */
+  async settle(timeoutMs: number, options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
+    try {
+      return await settle(() => this.verify({ stuckAfterMs: 60_000, ...options, final: true }), timeoutMs);
+    } catch (cause) {
+      throw new Error(`${(cause as Error).message}\n${await this.diagnose()}`, { cause });
+    }
+  }
+
+  /** What explains a pipeline that did not settle: outbox states and errors, and the processes' last output. */
+  async diagnose(): Promise<string> {
+    const lines: string[] = [];
+    try {
+      const rows = await this.#sql<{ status: string; error: string | null; n: number }[]>`
+        SELECT status, left(last_error, 300) AS error, count(*)::int AS n FROM message_outbox GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 10`;
+      for (const r of rows) lines.push(`outbox ${r.status} ×${r.n}: ${r.error ?? '-'}`);
+    } catch (cause) {
+      lines.push(`outbox not readable: ${(cause as Error).message}`);
+    }
+    for (const p of this.processes) lines.push(`--- ${p.child.spawnargs.slice(2).join(' ')} (pid ${p.child.pid}):\n${p.output().slice(-1500)}`);
+    return lines.join('\n');
+  }
+
+  /** SIGTERM every live process, SIGKILL what is still alive after `graceMs`; then the pool. */
+  async stopAll(graceMs = 20_000): Promise<void> {
+    const live = [...this.processes].filter(alive);
+    for (const p of live) p.kill('SIGCONT');
+    for (const p of live) p.kill('SIGTERM');
+    await Promise.race([Promise.all(live.map((p) => p.exited)), sleep(graceMs)]);
+    for (const p of [...this.processes].filter(alive)) p.kill('SIGKILL');
+    await Promise.all([...this.processes].map((p) => p.exited));
+    await this.#sql.end({ timeout: 5 });
+  }
+}
+
+/** The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied). */
+export async function verifyTestConsumer(sql: Sql, brokers: string, consumer: string, topics: string[], options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
+  const kafka = { brokers: brokers.split(','), clientId: 'postbox-test-verify' };
+  const reader = new KafkaTopicReader({ ...kafka, timeoutMs: 60_000 });
+  const offsets = new KafkaOffsets(kafka);
+  try {
+    return await verify({ sql, reader, offsets }, [{ name: consumer, groupId: `postbox.${consumer}`, topics, effects: TEST_EFFECTS }], options);
+  } finally {
+    await offsets.close();
+    await reader.close();
+  }
+}
+
+/**
+ * Waits until everything committed so far is settled (a final `verify()` holds), polling; throws with the last
+ * report when it does not within `timeoutMs`, or at once when a check other than "in flight" fails.
+ */
+export async function settle(verify: () => Promise<VerifyReport>, timeoutMs: number): Promise<VerifyReport> {
+  const deadline = Date.now() + timeoutMs;
+  let last: VerifyReport | null = null;
+  let lastError: unknown = null;
+  for (;;) {
+    try {
+      last = await verify();
+      lastError = null;
+      if (last.ok) return last;
+      const hard = last.violations.filter((v) => !v.includes('(final check)'));
+      if (hard.length > 0) throw new VerifierViolation(last);
+    } catch (cause) {
+      if (cause instanceof VerifierViolation) throw cause;
+      lastError = cause;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`not settled within ${timeoutMs} ms:\n${last ? formatReport(last) : ''}${lastError ? `\nlast error: ${(lastError as Error).message}` : ''}`, { cause: lastError ?? undefined });
+    }
+    await sleep(2000);
+  }
+}
+
+class VerifierViolation extends Error {
+  constructor(report: VerifyReport) {
+    super(`the verifier found violations:\n${formatReport(report)}`);
+  }
+}
+
+/** Fails with the verifier's whole report when any check does not hold. */
+export function assertVerified(report: VerifyReport): void {
+  if (!report.ok) throw new VerifierViolation(report);
+}
+
+export function alive(p: RoleProcess): boolean {
+  return p.child.exitCode === null && p.child.signalCode === null;
+}
+
+/**
+ * SIGTERM and wait; the exit code must be 0 (a graceful stop), else the output explains why. With `ready`, waits
+ * first until the process printed it (its signal handlers are installed only once its modules loaded).
+ */
+export async function stopGracefully(p: RoleProcess, what: string, ready?: string): Promise<void> {
+  if (!alive(p)) return;
+  if (ready) await waitFor(`${what} to be ready`, async () => p.output().includes(ready) || !alive(p), 60_000, 100);
+  p.kill('SIGTERM');
+  const code = await p.exited;
+  if (code !== 0) throw new Error(`${what} did not stop cleanly (exit ${code}, signal ${p.child.signalCode}):\n${p.output().slice(-3000)}`);
+}
+
+export interface ScenarioSummary {
+  scenario: string;
+  iterations: number;
+  report: VerifyReport;
+}
+
+/**
+ * Prints the scenario's line (and appends it to POSTBOX_FAULT_SUMMARY, which `npm run test:faults` sums up).
+ */
+export function recordScenario(s: ScenarioSummary): void {
+  const t = totals(s.report);
+  const line = { scenario: s.scenario, iterations: s.iterations, ...t, ok: s.report.ok };
+  console.log(`# fault ${s.scenario}: ${s.iterations} iterations, ${t.events} events, ${t.lost} lost, ${t.appliedTwice} applied twice, ${t.reordered} reordered, ${t.duplicatesAbsorbed} duplicates absorbed, ${s.report.log.duplicates} duplicate sends`);
+  if (process.env.POSTBOX_FAULT_SUMMARY) appendFileSync(process.env.POSTBOX_FAULT_SUMMARY, `${JSON.stringify(line)}\n`);
+}
+
+/** POSTBOX_FAULT_ITERATIONS (default 20): iterations per failpoint and per repeated fault. */
+export function faultIterations(fallback = 20): number {
+  const n = Number(process.env.POSTBOX_FAULT_ITERATIONS ?? fallback);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`POSTBOX_FAULT_ITERATIONS must be an integer ≥ 1, got ${process.env.POSTBOX_FAULT_ITERATIONS}`);
+  return n;
+}
+
+/** A duration from the environment (ms), e.g. POSTBOX_FAULT_OUTAGE_MS; CI runs the short default. */
+export function faultDuration(name: string, fallback: number): number {
+  const n = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be milliseconds ≥ 1, got ${process.env[name]}`);
+  return n;
+}
+
+export interface FailpointLoop {
+  /** The failpoint armed in each run, as `<name>@<n>` with n drawn from 1…maxPass. */
+  name: string;
+  maxPass: number;
+  iterations: number;
+  spawn: (env: Record<string, string>) => RoleProcess;
+  /** A run that has not reached its failpoint by then is killed and not counted. @defaultValue 60000 */
+  runTimeoutMs?: number;
+  /** The whole loop must be done by then (epoch ms). */
+  deadline: number;
+}
+
+export interface FailpointLoopResult {
+  name: string;
+  kills: number;
+  /** Runs that never reached their failpoint in time (killed, not counted). */
+  misses: number;
+  meanRunMs: number;
+}
+
+/**
+ * Kill -9 at a crash boundary, again and again: each run is a fresh process armed to SIGKILL itself on the n-th
+ * pass of the failpoint (n random), restarted as soon as it died, until `iterations` runs died there. A run that
+ * exits any other way is a failure of the test (the output says why).
+ */
+export async function failpointLoop(l: FailpointLoop): Promise<FailpointLoopResult> {
+  const result: FailpointLoopResult = { name: l.name, kills: 0, misses: 0, meanRunMs: 0 };
+  let total = 0;
+  while (result.kills < l.iterations) {
+    if (Date.now() > l.deadline) throw new Error(`${l.name}: only ${result.kills} of ${l.iterations} kills before the deadline (${result.misses} runs missed the failpoint)`);
+    const pass = 1 + Math.floor(Math.random() * l.maxPass);
+    const started = Date.now();
+    const p = l.spawn({ POSTBOX_FAILPOINT: `${l.name}@${pass}` });
+    const ended = await Promise.race([p.exited.then(() => true), sleep(l.runTimeoutMs ?? 60_000).then(() => false)]);
+    if (!ended) {
+      p.kill('SIGKILL');
+      await p.exited;
+      result.misses++;
+      continue;
+    }
+    if (p.child.signalCode !== 'SIGKILL') {
+      throw new Error(`${l.name}@${pass}: the process ended (exit ${p.child.exitCode}, signal ${p.child.signalCode}) instead of dying at its failpoint:\n${p.output().slice(-3000)}`);
+    }
+    result.kills++;
+    total += Date.now() - started;
+  }
+  result.meanRunMs = Math.round(total / Math.max(1, result.kills));
+  return result;
+}

@@ -1,0 +1,195 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { privateKafka, privatePostgres, privateRedis, type PrivateServer } from '@postbox/api/stack';
+import { FaultProxy } from './fault-proxy.ts';
+
+/**
+ * Private servers for tests that kill, pause, cut or fill them (the shared stack is never touched): started from
+ * the stack's own modules under a fresh home in the temp directory, on free ports, and stopped — and their home
+ * removed — by `stop()`, which a test calls in `after()`. Should the test process itself die, an exit hook
+ * SIGKILLs every server still running and unmounts its tmpfs.
+ */
+export interface PrivateStackOptions {
+  kafka?: {
+    /** Put a FaultProxy in front: the broker advertises the proxy's port, so every client goes through it. */
+    proxy?: boolean;
+    /** Extra server.properties lines. */
+    properties?: string;
+  };
+  postgres?: {
+    /** Data directory on a tmpfs of this many MiB (disk-full tests). */
+    tmpfsMb?: number;
+    settings?: string[];
+    /** A FaultProxy in front: `urls.DATABASE_URL` goes through it. */
+    proxy?: boolean;
+  };
+  redis?: boolean | { proxy?: boolean };
+}
+
+export interface PrivateStack {
+  home: string;
+  kafka: PrivateServer | null;
+  postgres: PrivateServer | null;
+  redis: PrivateServer | null;
+  proxies: { kafka?: FaultProxy; postgres?: FaultProxy; redis?: FaultProxy };
+  /** What clients use (through the proxies where there are), for the servers started here. */
+  urls: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
+  /** The direct addresses, around any proxy. */
+  direct: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
+  stop(): Promise<void>;
+}
+
+const running = new Set<PrivateStack>();
+const pids = new Map<PrivateServer, number>();
+const mounts = new Set<string>();
+
+process.on('exit', () => {
+  for (const pid of pids.values()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  for (const dir of mounts) spawnSync('umount', ['-l', dir]);
+});
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startPrivateStack(options: PrivateStackOptions): Promise<PrivateStack> {
+  const home = path.join(os.tmpdir(), `postbox-faults-${randomBytes(4).toString('hex')}`);
+  await fs.mkdir(home, { recursive: true });
+  const stack: PrivateStack = { home, kafka: null, postgres: null, redis: null, proxies: {}, urls: {}, direct: {}, stop: () => stopStack(stack) };
+  running.add(stack);
+  try {
+    const starts: Promise<void>[] = [];
+    if (options.postgres) starts.push(startPostgres(stack, options.postgres));
+    if (options.redis) starts.push(startRedis(stack, typeof options.redis === 'object' ? options.redis : {}));
+    if (options.kafka) starts.push(startKafka(stack, options.kafka));
+    const results = await Promise.allSettled(starts);
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    return stack;
+  } catch (cause) {
+    await stopStack(stack).catch(() => {});
+    throw new Error(`private stack did not start (home ${home}): ${(cause as Error).message}`, { cause });
+  }
+}
+
+async function track(server: PrivateServer): Promise<void> {
+  const pid = await server.pid();
+  if (pid !== undefined) pids.set(server, pid);
+}
+
+/** Restarts a private server after a kill or stop, and tracks its new pid. */
+export async function restart(server: PrivateServer, timeoutMs = 180_000): Promise<void> {
+  await server.start(timeoutMs);
+  await track(server);
+}
+
+async function startKafka(stack: PrivateStack, o: NonNullable<PrivateStackOptions['kafka']>): Promise<void> {
+  const broker = await freePort();
+  const controller = await freePort();
+  let advertised: number | undefined;
+  if (o.proxy) {
+    const proxy = await FaultProxy.start({ upstream: { host: '127.0.0.1', port: broker }, protocol: 'kafka' });
+    stack.proxies.kafka = proxy;
+    advertised = proxy.port;
+  }
+  // Consumers restarted after a kill rejoin as soon as the dead member's (short) session ends.
+  const properties = `group.min.session.timeout.ms=1000\n${o.properties ?? ''}`;
+  stack.kafka = privateKafka(path.join(stack.home, 'k'), { broker, controller, ...(advertised ? { advertised } : {}) }, properties);
+  await restart(stack.kafka);
+  stack.urls.KAFKA_BROKERS = stack.kafka.url;
+  stack.direct.KAFKA_BROKERS = `127.0.0.1:${broker}`;
+}
+
+async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOptions['postgres']>): Promise<void> {
+  const port = await freePort();
+  const home = path.join(stack.home, 'p');
+  if (o.tmpfsMb) {
+    const dir = path.join(home, 'pg');
+    await fs.mkdir(dir, { recursive: true });
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${o.tmpfsMb}m,mode=0755`, 'tmpfs', dir], { encoding: 'utf8' });
+    if (mount.status !== 0) throw new Error(`could not mount a ${o.tmpfsMb} MiB tmpfs on ${dir}: ${mount.stderr.trim()}`);
+    mounts.add(dir);
+  }
+  stack.postgres = privatePostgres(home, port, o.settings ?? []);
+  await restart(stack.postgres);
+  stack.direct.DATABASE_URL = stack.postgres.url;
+  stack.urls.DATABASE_URL = stack.postgres.url;
+  if (o.proxy) {
+    const proxy = await FaultProxy.start({ upstream: { host: '127.0.0.1', port }, protocol: 'postgres' });
+    stack.proxies.postgres = proxy;
+    stack.urls.DATABASE_URL = stack.postgres.url.replace(`:${port}/`, `:${proxy.port}/`);
+  }
+}
+
+async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<void> {
+  const port = await freePort();
+  stack.redis = privateRedis(path.join(stack.home, 'r'), port);
+  await restart(stack.redis);
+  stack.direct.REDIS_URL = stack.redis.url;
+  stack.urls.REDIS_URL = stack.redis.url;
+  if (o.proxy) {
+    const proxy = await FaultProxy.start({ upstream: { host: '127.0.0.1', port } });
+    stack.proxies.redis = proxy;
+    stack.urls.REDIS_URL = `redis://127.0.0.1:${proxy.port}`;
+  }
+}
+
+async function stopStack(stack: PrivateStack): Promise<void> {
+  running.delete(stack);
+  const errors: unknown[] = [];
+  // The data is thrown away: no graceful shutdown needed (a Kafka controlled shutdown alone takes seconds).
+  // PostgreSQL gets its immediate stop (SIGQUIT), so the postmaster ends its backends and shared memory.
+  await Promise.all(
+    [stack.kafka, stack.redis, stack.postgres].map(async (server) => {
+      if (!server) return;
+      try {
+        if ((await server.pid()) !== undefined) {
+          await server.signal('SIGCONT').catch(() => 0);
+          await server.signal(server.name === 'postgres' ? 'SIGQUIT' : 'SIGKILL').catch(() => 0);
+          await server.waitForExit(30_000);
+        }
+      } catch (cause) {
+        errors.push(cause);
+        await server.signal('SIGKILL').catch(() => 0);
+      }
+      pids.delete(server);
+    }),
+  );
+  for (const proxy of Object.values(stack.proxies)) await proxy?.close();
+  for (const dir of [...mounts].filter((m) => m.startsWith(stack.home))) {
+    const r = spawnSync('umount', [dir], { encoding: 'utf8' });
+    if (r.status !== 0) spawnSync('umount', ['-l', dir]);
+    mounts.delete(dir);
+  }
+  await fs.rm(stack.home, { recursive: true, force: true });
+  if (errors.length > 0) throw new Error(`stopping the private stack in ${stack.home}: ${errors.map((e) => (e as Error).message).join('; ')}`, { cause: errors[0] });
+}
+
+/** Creates a topic on the stack's broker (through its proxy, if any). */
+export async function createPrivateTopic(stack: PrivateStack, topic: string, partitions: number, configEntries: Array<{ name: string; value: string }> = []): Promise<void> {
+  const admin = new Kafka({ clientId: 'postbox-test-admin', brokers: [stack.urls.KAFKA_BROKERS!], logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1, configEntries }] });
+  } finally {
+    await admin.disconnect();
+  }
+}
