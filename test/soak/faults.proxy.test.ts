@@ -1,13 +1,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import type { FaultProxy } from '../support/fault-proxy.ts';
-import { createTopic, uniqueTopic } from '../support/kafka.ts';
-import { alive, faultIterations, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
-import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
-import type { RoleProcess } from '../support/processes.ts';
-import { stack as shared } from '../support/stack.ts';
+import { freshDatabase, type TestDatabase } from '../src/support/database.ts';
+import type { FaultProxy } from '../src/support/fault-proxy.ts';
+import { createTopic, uniqueTopic } from '../src/support/kafka.ts';
+import { alive, faultIterations, Pipeline, recordScenario, stopGracefully } from '../src/support/pipeline.ts';
+import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../src/support/private-stack.ts';
+import type { RoleProcess } from '../src/support/processes.ts';
+import { stack as shared } from '../src/support/stack.ts';
 
 // Unknown outcomes (DESIGN §12): the peer acted, the reply never came back — the fault proxy forwards a request,
 // drops its reply and cuts the connection. Kafka: the broker appended a produce request; PostgreSQL: a COMMIT (a
