@@ -29,15 +29,8 @@ export interface AuditFilter {
   until?: Date;
 }
 
-export interface AuditRow {
+export interface AuditRow extends Required<AuditEntry> {
   audit_id: number;
-  actor: string;
-  action: string;
-  reason: string | null;
-  target: string | null;
-  before: unknown;
-  after: unknown;
-  outcome: string;
   at: Date;
 }
 
