@@ -4,7 +4,7 @@ import type { PostboxError } from '../errors.ts';
 import { blockAggregate } from '../queries/consumer-blocked.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { settleRetriedFailure } from '../queries/retry-settle.ts';
-import { nextRetry, type RetryDecision } from '../retry/budget.ts';
+import { nextRetry } from '../retry/budget.ts';
 import { classify, IMMEDIATE_RETRIES } from '../retry/classify.ts';
 import { toLedgerRecord } from '../retry/ledger-record.ts';
 import { deleteParked, parkedOf, parkEvents, type ParkedRow, type StoredRecord } from '../queries/consumer-parked.ts';
@@ -136,7 +136,13 @@ async function scheduleRetryOf(deps: StepDeps, event: ValidEvent, cause: unknown
   const deadline = envelope.deadline ? Date.parse(envelope.deadline) : null;
   const decision = nextRetry({ attempt: record.attempt, firstFailedAt: now, now, deadline, budget: deps.definition.retry });
   if (decision.action !== 'retry') {
-    return settleFailure(deps, record, budgetSpent(envelope, cause, code, detail, decision, record.attempt));
+    const expired = decision.action === 'expired';
+    return settleFailure(deps, record, {
+      ...failureOf(envelope, cause, expired ? 'expired' : code),
+      detail: expired ? `deadline ${envelope.deadline} passed; last error: ${detail}` : `retry budget spent (${decision.reason}) after ${record.attempt} attempt(s): ${detail}`,
+      attempts: record.attempt,
+      status: expired ? 'expired' : 'open',
+    });
   }
   try {
     const dueAt = await deps.sql.begin(async (tx) => {
@@ -289,9 +295,9 @@ async function drain(deps: StepDeps, tx: Tx, aggregates: string[], versions: Map
       } catch (cause) {
         const c = classify(cause);
         // Taken in when it was parked, not applied now: its retry or replay must find it new.
-        if (c.kind === 'permanent' || deps.durable === true) await forgetInbox(tx, consumer, parsed.envelope.event_id);
+        if (c.kind === 'permanent' || durableDrain(deps)) await forgetInbox(tx, consumer, parsed.envelope.event_id);
         if (c.kind !== 'permanent') {
-          const retry = deps.durable === true ? await scheduleSuccessorRetry(deps, tx, record, parsed.envelope, cause, c.code) : null;
+          const retry = durableDrain(deps) ? await scheduleSuccessorRetry(deps, tx, record, parsed.envelope, cause, c.code) : null;
           if (!retry) throw cause;
           if (retry !== 'failed') retries.set(row.aggregate_id, retry);
         } else {
@@ -312,15 +318,8 @@ async function drain(deps: StepDeps, tx: Tx, aggregates: string[], versions: Map
   return { counts, retries };
 }
 
-/** The failure an event goes to when its retry budget or its deadline says no more attempts. */
-function budgetSpent(envelope: Envelope, cause: unknown, code: string, detail: string, decision: Exclude<RetryDecision, { action: 'retry' }>, attempts: number): Failure {
-  const expired = decision.action === 'expired';
-  return {
-    ...failureOf(envelope, cause, expired ? 'expired' : code),
-    detail: expired ? `deadline ${envelope.deadline} passed; last error: ${detail}` : `retry budget spent (${decision.reason}) after ${attempts} attempt(s): ${detail}`,
-    attempts,
-    status: expired ? 'expired' : 'open',
-  };
+function durableDrain(deps: StepDeps): boolean {
+  return deps.durable === true;
 }
 
 /**
@@ -334,7 +333,12 @@ async function scheduleSuccessorRetry(deps: StepDeps, tx: Tx, record: InboundRec
   const deadline = envelope.deadline ? Date.parse(envelope.deadline) : null;
   const decision = nextRetry({ attempt: 1, firstFailedAt: now, now, deadline, budget: deps.definition.retry });
   if (decision.action !== 'retry') {
-    await failInTransaction(tx, deps, record, budgetSpent(envelope, cause, code, detail, decision, 1));
+    const expired = decision.action === 'expired';
+    await failInTransaction(tx, deps, record, {
+      ...failureOf(envelope, cause, expired ? 'expired' : code),
+      detail: expired ? `deadline ${envelope.deadline} passed; last error: ${detail}` : `retry budget spent (${decision.reason}) after 1 attempt(s): ${detail}`,
+      status: expired ? 'expired' : 'open',
+    });
     return 'failed';
   }
   const dueAt = await scheduleRetry(tx, {

@@ -29,8 +29,15 @@ export interface AuditFilter {
   until?: Date;
 }
 
-export interface AuditRow extends Required<AuditEntry> {
+export interface AuditRow {
   audit_id: number;
+  actor: string;
+  action: string;
+  reason: string | null;
+  target: string | null;
+  before: unknown;
+  after: unknown;
+  outcome: string;
   at: Date;
 }
 
