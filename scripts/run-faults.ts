@@ -1,5 +1,5 @@
 // `npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN]`: the fault suite
-// (test/src/faults and test/soak) against the local stack, with N iterations per failpoint and repeated fault (CI: 20), run
+// (test/src/faults) against the local stack, with N iterations per failpoint and repeated fault (CI: 20), run
 // again and again until M minutes have passed (a soak; default one round). Each scenario appends its verifier
 // totals to a summary file; the last line here sums them: scenarios, iterations, events, lost, applied twice,
 // reordered, duplicates absorbed. Exit code non-zero when a test failed or any total that must be 0 is not.
@@ -44,12 +44,9 @@ if (values.help) {
 const iterations = integer(values.iterations, 'iterations', 20);
 const minutes = values.minutes === undefined ? 0 : integer(values.minutes, 'minutes', 1);
 const killLoopMs = integer(values['kill-loop-ms'], 'kill-loop-ms', 60_000);
-// test/soak holds the scenarios `npm test` leaves out (see README, Faults): they run here only.
-const files = ['src/faults', 'soak'].flatMap((dir) =>
-  readdirSync(path.join(testDir, dir))
-    .filter((f) => f.endsWith('.test.ts') && (!values.only || f.includes(values.only)))
-    .map((f) => `${dir}/${f}`),
-);
+const files = readdirSync(path.join(testDir, 'src/faults'))
+  .filter((f) => f.endsWith('.test.ts') && (!values.only || f.includes(values.only)))
+  .map((f) => `src/faults/${f}`);
 if (files.length === 0) {
   console.error(`test:faults: no scenario file matches "${values.only}"`);
   process.exit(2);

@@ -39,16 +39,18 @@ export async function parkEvents(sql: Queryable, consumer: string, rows: ParkedR
 }
 
 /**
- * Parked events of the given aggregates in version order: the drain candidates after an apply.
+ * Parked events of the given aggregates in version order: the drain candidates after an apply. The order is the
+ * bigint column's (qualified): a bare `aggregate_version` there names the text output column, which sorted v10
+ * before v4 and stopped every drain across a digit boundary (found by the fault suite's failpoint soak).
  * Parameters: consumer, aggregate ids. Rows returned: parked rows. Locks: none (the version row lock covers them).
  */
 export async function parkedOf(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<ParkedRow[]> {
   if (aggregateIds.length === 0) return [];
   const rows = await sql<{ aggregate_id: string; aggregate_version: string; event_id: string; expected_version: string; record: StoredRecord }[]>`
-    SELECT aggregate_id, aggregate_version::text, event_id, expected_version::text, record
-    FROM message_parked
-    WHERE consumer_name = ${consumer} AND aggregate_id = ANY(${aggregateIds}::text[])
-    ORDER BY aggregate_id, aggregate_version`;
+    SELECT p.aggregate_id, p.aggregate_version::text, p.event_id, p.expected_version::text, p.record
+    FROM message_parked p
+    WHERE p.consumer_name = ${consumer} AND p.aggregate_id = ANY(${aggregateIds}::text[])
+    ORDER BY p.aggregate_id, p.aggregate_version`;
   return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version), expected_version: Number(r.expected_version) }));
 }
 

@@ -135,6 +135,11 @@ export class KafkaPublisher implements Publisher {
     try {
       await this.#connect(producer);
     } catch (cause) {
+      // A failed connect can leave kafkajs's seed broker with an open socket and no API versions (its ApiVersions
+      // request timed out against a hung broker): every later connect of that producer returns at once and its
+      // metadata request throws "Broker not connected", for ever. Only a fresh client gets out (fault suite:
+      // broker SIGSTOP, then SIGCONT).
+      this.#renew(producer);
       const error = classifyKafkaError(cause);
       return messages.map(() => ({ ok: false, error }));
     }

@@ -2,11 +2,11 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Kafka, logLevel } from 'kafkajs';
 import { enqueueMany, type EventInput } from '@postbox/engine';
-import { appliedSequences, ceRecord, produce, type RawRecord } from '../src/support/consumer.ts';
-import { freshDatabase, type TestDatabase } from '../src/support/database.ts';
-import { createTopic, uniqueTopic } from '../src/support/kafka.ts';
-import { Pipeline, recordScenario } from '../src/support/pipeline.ts';
-import { stack } from '../src/support/stack.ts';
+import { appliedSequences, ceRecord, produce, type RawRecord } from '../support/consumer.ts';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { createTopic, uniqueTopic } from '../support/kafka.ts';
+import { Pipeline, recordScenario } from '../support/pipeline.ts';
+import { stack } from '../support/stack.ts';
 
 // Hostile input, each ending in its stated outcome with the partition still flowing, and the verifier's final
 // check. Covered elsewhere, not repeated here: non-JSON, non-UTF-8, invalid envelopes, unknown schema versions,

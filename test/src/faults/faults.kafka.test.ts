@@ -1,12 +1,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freshDatabase, type TestDatabase } from '../src/support/database.ts';
-import { uniqueTopic } from '../src/support/kafka.ts';
-import { alive, faultDuration, faultIterations, Pipeline, recordScenario, stopGracefully } from '../src/support/pipeline.ts';
-import { createPrivateTopic, restart, startPrivateStack, type PrivateStack } from '../src/support/private-stack.ts';
-import type { RoleProcess } from '../src/support/processes.ts';
-import { stack as shared } from '../src/support/stack.ts';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { uniqueTopic } from '../support/kafka.ts';
+import { alive, faultDuration, faultIterations, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
+import { createPrivateTopic, restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import type { RoleProcess } from '../support/processes.ts';
+import { stack as shared } from '../support/stack.ts';
 
 // The broker itself fails mid-stream (a private one; the shared stack's broker is never touched): SIGKILL and a
 // restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (default 30 s) and SIGCONT. The writer, relay and consumer

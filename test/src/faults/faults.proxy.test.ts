@@ -1,13 +1,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freshDatabase, type TestDatabase } from '../src/support/database.ts';
-import type { FaultProxy } from '../src/support/fault-proxy.ts';
-import { createTopic, uniqueTopic } from '../src/support/kafka.ts';
-import { alive, faultIterations, Pipeline, recordScenario, stopGracefully } from '../src/support/pipeline.ts';
-import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../src/support/private-stack.ts';
-import type { RoleProcess } from '../src/support/processes.ts';
-import { stack as shared } from '../src/support/stack.ts';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import type { FaultProxy } from '../support/fault-proxy.ts';
+import { uniqueTopic } from '../support/kafka.ts';
+import { alive, faultIterations, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
+import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import type { RoleProcess } from '../support/processes.ts';
+import { stack as shared } from '../support/stack.ts';
 
 // Unknown outcomes (DESIGN §12): the peer acted, the reply never came back — the fault proxy forwards a request,
 // drops its reply and cuts the connection. Kafka: the broker appended a produce request; PostgreSQL: a COMMIT (a
@@ -76,10 +76,12 @@ test(`Kafka produce replies dropped after the broker appended (${DROPS} times), 
 
 test(`PostgreSQL COMMIT and relay UPDATE replies dropped after they took effect (${DROPS} times), latency and cuts before PostgreSQL and Redis: no double effect, nothing lost`, { timeout: 300_000 + DROPS * 40_000 }, async () => {
   const topic = uniqueTopic('pxpg');
-  await createTopic(topic, 3);
+  // The private broker (its proxy only forwards here): the shared one may be restarting for another test, and a
+  // topic created just then stayed unknown to it for over a minute.
+  await createPrivateTopic(servers, topic, 3);
   const proxy = servers.proxies.postgres!;
   const viaProxy = db.url.replace(`:${new URL(servers.direct.DATABASE_URL!).port}/`, `:${proxy.port}/`);
-  const p = new Pipeline({ databaseUrl: viaProxy, adminDatabaseUrl: db.url, kafkaBrokers: shared.KAFKA_BROKERS, redisUrl: servers.urls.REDIS_URL!, topic, partitions: 3, consumer: `pp${topic.slice(-6)}` });
+  const p = new Pipeline({ databaseUrl: viaProxy, adminDatabaseUrl: db.url, kafkaBrokers: servers.urls.KAFKA_BROKERS!, redisUrl: servers.urls.REDIS_URL!, topic, partitions: 3, consumer: `pp${topic.slice(-6)}` });
   pipelines.push(p);
   await p.setup();
   const writer = p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.05' });
