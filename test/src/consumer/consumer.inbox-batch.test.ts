@@ -54,6 +54,17 @@ test('a task holding an event and the same id under another aggregate: the first
   assert.deepEqual(applied.map((a) => a.aggregate_id), ['ib-1'], 'applied once, with the first content');
 });
 
+test('a task holding a reused id first and then a byte-identical copy of the event taken in before: a conflict, then a duplicate', async () => {
+  const original = ceRecord({ aggregate_id: 'ib-4', version: 1, data: { amount: 10 } });
+  const id = original.headers.ce_id!;
+  const reused = ceRecord({ aggregate_id: 'ib-5', version: 1, event_id: id, data: { amount: 99 } });
+  assert.deepEqual((await consumeBatch(deps, task([original]))).results.map((r) => r.outcome), ['applied']);
+
+  const later = await consumeBatch(deps, task([reused, { ...original }]));
+  assert.deepEqual(later.results.map((r) => [r.outcome, r.code]), [['failed', 'event_id_conflict'], ['duplicate', undefined]], 'each judged against what the inbox holds');
+  assert.deepEqual(await inboxRow(id), { aggregate_id: 'ib-4', duplicate_deliveries: 1 });
+});
+
 test('byte-identical copies inside one task are counted as duplicates on the inbox row', async () => {
   const original = ceRecord({ aggregate_id: 'ib-3', version: 1 });
   const result = await consumeBatch(deps, task([original, { ...original }, { ...original }]));

@@ -42,7 +42,9 @@ function healthy(prefix: string, aggregates: number, versions: number): RawRecor
 }
 
 test('the same event_id with another payload is a conflict in the failure store, never absorbed as a duplicate; true duplicates are', async () => {
-  const p = await pipelineFor('conflict', 2);
+  // One partition: which delivery of an id comes first is then the log's order (across partitions it is not
+  // defined, and whichever comes first is the one taken in — with two, c-2's record sometimes won).
+  const p = await pipelineFor('conflict', 1);
   const original = ceRecord({ aggregate_id: 'c-1', version: 1, data: { amount: 10 } });
   const id = original.headers.ce_id!;
   const otherData = ceRecord({ aggregate_id: 'c-1', version: 1, event_id: id, data: { amount: 99 } });

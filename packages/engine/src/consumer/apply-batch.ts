@@ -177,29 +177,26 @@ async function applyEvents(deps: StepDeps, tx: Tx, events: ValidEvent[], single:
   }
   // The blocking event itself, delivered again by the broker, waits in the ledger or the failure store: absorbed.
   const isBlocker = blocks;
-  const prints = new Map(events.map((e) => [e, fingerprint(e.record)]));
-  const { inserted, conflicts } = await insertInbox(
+  const intake = events.filter((e) => !isBlocker(e));
+  const verdicts = await insertInbox(
     tx,
     consumer,
-    events.filter((e) => !isBlocker(e)).map((e) => ({ event_id: e.envelope.event_id, aggregate_id: e.envelope.aggregate_id, aggregate_version: e.envelope.aggregate_version, fingerprint: prints.get(e)! })),
+    intake.map((e) => ({ event_id: e.envelope.event_id, aggregate_id: e.envelope.aggregate_id, aggregate_version: e.envelope.aggregate_version, fingerprint: fingerprint(e.record) })),
   );
+  const verdictOf = new Map(intake.map((e, i) => [e, verdicts[i]!]));
   const results: RecordResult[] = [];
   const versions = new Map<string, number>();
   const park: ParkedRow[] = [];
   const applied: string[] = [];
   const toApply: ValidEvent[] = [];
-  // The first of a batch's records with one event id is the one taken in; a later one is compared with it.
-  const firstOf = new Map<string, ValidEvent>();
   for (const event of events) {
     const { envelope, record } = event;
-    const first = firstOf.get(envelope.event_id);
-    if (!first) firstOf.set(envelope.event_id, event);
-    const conflict = first ? !prints.get(first)!.equals(prints.get(event)!) : conflicts.has(envelope.event_id);
-    if (conflict) {
+    const verdict = verdictOf.get(event) ?? 'duplicate';
+    if (verdict === 'conflict') {
       results.push(await conflictFailure(tx, deps, event));
       continue;
     }
-    if (first || !inserted.has(envelope.event_id)) {
+    if (verdict === 'duplicate') {
       results.push({ outcome: 'duplicate', drained: 0 });
       continue;
     }

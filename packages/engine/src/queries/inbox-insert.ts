@@ -8,49 +8,71 @@ export interface InboxRow {
   fingerprint: Buffer;
 }
 
-export interface InboxResult {
-  /** Ids that were new: the event is taken in now. */
-  inserted: Set<string>;
-  /** Ids already taken in with another fingerprint: the same event_id with different content. */
-  conflicts: Set<string>;
-}
+/**
+ * What one delivery is to the inbox: taken in now ('new'), the same content as the delivery taken in before
+ * ('duplicate'), or other content under that id ('conflict').
+ */
+export type InboxVerdict = 'new' | 'duplicate' | 'conflict';
 
 /**
- * Records events as seen by a consumer, in its transaction. An id already present (committed, or being inserted
- * by a concurrent owner: the unique index makes us wait for it) with the same fingerprint — or none stored — is
- * a duplicate, counted on its row (only duplicates write there); with another fingerprint it is a conflict, not
- * counted as a duplicate. Rows may repeat an id (one batch holding two deliveries): the first is the one taken
- * in, with its fingerprint, and later byte-identical copies count as duplicates on its row (a different one is
- * the caller's conflict). Parameters: consumer name, rows. Rows returned: each id, whether it was inserted, and
- * the fingerprint stored for it. Locks: the new index entries; a duplicate's row.
+ * Records events as seen by a consumer, in its transaction, and judges every delivery (rows may repeat an id:
+ * a task can hold two deliveries of one event). The first delivery of an id not yet in the inbox is taken in
+ * with its fingerprint; every other delivery is compared with the fingerprint stored for its id — committed
+ * before (a concurrent owner's insert makes us wait for it) or taken in just now — equal, or none stored: a
+ * duplicate, counted on the row; different: a conflict, not counted. (Comparing with the first delivery in the
+ * task instead once judged a true duplicate a conflict when a reused id came first.)
+ * Parameters: consumer name, rows. Returns: one verdict per row, in order. Locks: the new index entries; the
+ * rows of ids already present (their duplicate count).
  */
-export async function insertInbox(sql: Queryable, consumer: string, rows: InboxRow[]): Promise<InboxResult> {
-  if (rows.length === 0) return { inserted: new Set(), conflicts: new Set() };
-  // ON CONFLICT DO UPDATE may touch a row once per statement: one row per event id, the first.
-  const unique = new Map<string, InboxRow & { copies: number }>();
+export async function insertInbox(sql: Queryable, consumer: string, rows: InboxRow[]): Promise<InboxVerdict[]> {
+  if (rows.length === 0) return [];
+  // ON CONFLICT may touch a row once per statement: one row per event id, the first.
+  const first = new Map<string, InboxRow>();
+  for (const r of rows) if (!first.has(r.event_id)) first.set(r.event_id, r);
+  const firsts = [...first.values()];
+  const taken = await sql<{ event_id: string }[]>`
+    INSERT INTO message_inbox (consumer_name, event_id, aggregate_id, aggregate_version, fingerprint)
+    SELECT ${consumer}, e, a, v, decode(f, 'hex')
+    FROM unnest(${firsts.map((r) => r.event_id)}::uuid[], ${firsts.map((r) => r.aggregate_id)}::text[],
+                ${firsts.map((r) => r.aggregate_version)}::bigint[], ${firsts.map((r) => r.fingerprint.toString('hex'))}::text[]) AS u(e, a, v, f)
+    ON CONFLICT (consumer_name, event_id) DO NOTHING
+    RETURNING event_id`;
+  const inserted = new Set(taken.map((r) => r.event_id));
+  // The fingerprint each id is judged against (null: none stored, every copy is a duplicate).
+  const reference = new Map<string, string | null>(firsts.filter((r) => inserted.has(r.event_id)).map((r) => [r.event_id, r.fingerprint.toString('hex')]));
+  const present = firsts.filter((r) => !inserted.has(r.event_id)).map((r) => r.event_id);
+  if (present.length > 0) {
+    const stored = await sql<{ event_id: string; fingerprint: string | null }[]>`
+      SELECT event_id, encode(fingerprint, 'hex') AS fingerprint FROM message_inbox
+      WHERE consumer_name = ${consumer} AND event_id = ANY(${present}::uuid[])`;
+    for (const r of stored) reference.set(r.event_id, r.fingerprint);
+  }
+  const verdicts: InboxVerdict[] = [];
+  const duplicates = new Map<string, number>();
+  const takenNow = new Set<string>();
   for (const r of rows) {
-    const first = unique.get(r.event_id);
-    if (!first) unique.set(r.event_id, { ...r, copies: 0 });
-    else if (first.fingerprint.equals(r.fingerprint)) first.copies++;
+    if (inserted.has(r.event_id) && !takenNow.has(r.event_id)) {
+      takenNow.add(r.event_id);
+      verdicts.push('new');
+      continue;
+    }
+    const ref = reference.get(r.event_id);
+    // Neither taken in nor there: a concurrent owner took it back out (forgetInbox) between the statements.
+    if (ref === undefined) throw new Error(`inbox row of event ${r.event_id} vanished while it was judged; the task is retried`);
+    if (ref === null || ref === r.fingerprint.toString('hex')) {
+      verdicts.push('duplicate');
+      duplicates.set(r.event_id, (duplicates.get(r.event_id) ?? 0) + 1);
+    } else {
+      verdicts.push('conflict');
+    }
   }
-  const list = [...unique.values()];
-  const sent = new Map(list.map((r) => [r.event_id, r.fingerprint.toString('hex')]));
-  const result = await sql<{ event_id: string; inserted: boolean; fingerprint: string | null }[]>`
-    INSERT INTO message_inbox (consumer_name, event_id, aggregate_id, aggregate_version, fingerprint, duplicate_deliveries)
-    SELECT ${consumer}, e, a, v, decode(f, 'hex'), c
-    FROM unnest(${list.map((r) => r.event_id)}::uuid[], ${list.map((r) => r.aggregate_id)}::text[],
-                ${list.map((r) => r.aggregate_version)}::bigint[], ${[...sent.values()]}::text[],
-                ${list.map((r) => r.copies)}::int[]) AS u(e, a, v, f, c)
-    ON CONFLICT (consumer_name, event_id) DO UPDATE SET duplicate_deliveries = message_inbox.duplicate_deliveries
-      + CASE WHEN message_inbox.fingerprint IS NULL OR message_inbox.fingerprint = excluded.fingerprint THEN 1 + excluded.duplicate_deliveries ELSE 0 END
-    RETURNING event_id, (xmax = 0) AS inserted, encode(fingerprint, 'hex') AS fingerprint`;
-  const inserted = new Set<string>();
-  const conflicts = new Set<string>();
-  for (const r of result) {
-    if (r.inserted) inserted.add(r.event_id);
-    else if (r.fingerprint !== null && r.fingerprint !== sent.get(r.event_id)) conflicts.add(r.event_id);
+  if (duplicates.size > 0) {
+    await sql`
+      UPDATE message_inbox AS i SET duplicate_deliveries = i.duplicate_deliveries + u.n
+      FROM unnest(${[...duplicates.keys()]}::uuid[], ${[...duplicates.values()]}::int[]) AS u(e, n)
+      WHERE i.consumer_name = ${consumer} AND i.event_id = u.e`;
   }
-  return { inserted, conflicts };
+  return verdicts;
 }
 
 /**
