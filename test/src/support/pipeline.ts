@@ -53,13 +53,19 @@ export class Pipeline {
     await this.#sql`CREATE TABLE IF NOT EXISTS fault_aggregate (id text PRIMARY KEY, version bigint NOT NULL)`;
   }
 
-  env(extra: Record<string, string> = {}): Record<string, string> {
+  /**
+   * A process's environment: the pipeline's servers, then a role's defaults, then the pipeline's `env`, then the
+   * call's own. (The pipeline's `env` once came before the role defaults, which silently undid it: the Redis
+   * scenario's retry delays and the failpoint scenario's short session timeout never took effect.)
+   */
+  env(extra: Record<string, string> = {}, defaults: Record<string, string> = {}): Record<string, string> {
     return {
       DATABASE_URL: this.o.databaseUrl,
       KAFKA_BROKERS: this.o.kafkaBrokers,
       REDIS_URL: this.o.redisUrl,
       POSTBOX_TOPICS: `${this.o.topic}:${this.o.partitions}`,
       LOG_LEVEL: 'warn',
+      ...defaults,
       ...this.o.env,
       ...extra,
     };
@@ -77,14 +83,13 @@ export class Pipeline {
   }
 
   relay(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnPostbox(['relay'], this.env({
+    return this.#track(spawnPostbox(['relay'], this.env(extra, {
       POSTBOX_RELAY_THREADS: '0', POSTBOX_RELAY_BATCH_SIZE: '100', POSTBOX_RELAY_LEASE_MS: '3000', POSTBOX_RELAY_LANE_LEASE_MS: '2000', POSTBOX_RELAY_POLL_MS: '250',
-      ...extra,
     })));
   }
 
   consumer(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE], this.env({
+    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE], this.env(extra, {
       TEST_TOPIC: this.o.topic,
       TEST_CONSUMER: this.o.consumer,
       TEST_LIMITS: JSON.stringify({ threads: 1, maxBatchEvents: 50 }),
@@ -92,7 +97,6 @@ export class Pipeline {
       POSTBOX_RETRY_RECONCILE_MS: '2000',
       POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000',
       POSTBOX_KAFKA_HEARTBEAT_MS: '1000',
-      ...extra,
     })));
   }
 
