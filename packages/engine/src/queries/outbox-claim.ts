@@ -25,9 +25,11 @@ export interface ClaimRequest {
 
 /**
  * Claims the head of one lane: up to `limit` rows in sequence order that are pending and due, or whose lease
- * expired (a relay died after claiming them: they are re-sent with the same event_id). Marks them `publishing`
- * with a lease and counts the attempt. Runs only while `owner` holds the lane's lease, so a relay that lost its
- * lane claims nothing.
+ * expired (a relay died after claiming them: they are re-sent with the same event_id), stopping at the first
+ * row of the lane that is neither — a row waiting out its backoff, or one leased (a claim whose reply was lost:
+ * the fault suite's dropped UPDATE replies let the next cycle claim v6 while v5 sat leased, and v6 reached the
+ * topic first). Marks them `publishing` with a lease and counts the attempt. Runs only while `owner` holds the
+ * lane's lease, so a relay that lost its lane claims nothing.
  * Returns: the claimed rows, in sequence order. Locks: the claimed rows until commit (SKIP LOCKED: a concurrent
  * claimer skips them rather than waiting). Runs in its own short transaction; publishing happens after commit.
  */
@@ -35,17 +37,22 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
   return sql<ClaimedRow[]>`
     WITH lane AS (
       SELECT 1 FROM relay_lane WHERE lane = ${r.lane} AND owner = ${r.owner} AND lease_until > now()
-    ), picked AS (
-      SELECT event_id
+    ), head AS (
+      SELECT event_id, seq,
+             (status = 'pending' AND available_at <= now()) OR (status = 'publishing' AND lease_until < now()) AS ready
       FROM message_outbox
       WHERE lane = ${r.lane}
         AND status IN ('pending', 'publishing')
-        AND (status = 'pending' OR lease_until < now())
-        AND available_at <= now()
         AND EXISTS (SELECT 1 FROM lane)
       ORDER BY seq
       LIMIT ${r.limit}
-      FOR UPDATE SKIP LOCKED
+    ), picked AS (
+      SELECT o.event_id
+      FROM message_outbox o
+      JOIN head h ON h.event_id = o.event_id
+      WHERE h.ready AND h.seq < coalesce((SELECT min(seq) FROM head WHERE NOT ready), 9223372036854775807)
+      ORDER BY o.seq
+      FOR UPDATE OF o SKIP LOCKED
     )
     UPDATE message_outbox AS o
     SET status = 'publishing',
