@@ -36,7 +36,7 @@ export { toRecord } from './relay/record.ts';
 export { createLogger, silentLogger, REDACTED_PATHS, type Logger, type LoggerOptions } from './telemetry/logger.ts';
 export { outboxBacklog, type OutboxBacklog } from './queries/outbox-backlog.ts';
 export type { Subscriber, SubscriberSink, InboundRecord, TopicPartition, PartitionLag } from './ports/subscriber.ts';
-export { KafkaSubscriber, type KafkaSubscriberOptions } from './adapters/kafka/subscriber.ts';
+export { KafkaSubscriber, type KafkaSubscriberOptions, type SubscriberCrash } from './adapters/kafka/subscriber.ts';
 export { defineConsumer, defaultConsumerLimits, type ConsumerInput, type ConsumerDefinition, type ConsumerLimits, type RetryInput } from './consumer/definition.ts';
 export { gate, expectedVersion, type FirstVersionPolicy, type GateDecision } from './consumer/version-gate.ts';
 export { Watermark } from './consumer/watermark.ts';

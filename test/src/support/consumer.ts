@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel, Partitioners, type Message } from 'kafkajs';
-import { Consumer, defineConsumer, inlineConsumeExecutor, KafkaSubscriber, newEventId, type ConsumerInput, type Sql } from '@postbox/engine';
+import { Consumer, defineConsumer, inlineConsumeExecutor, KafkaSubscriber, newEventId, type ConsumerInput, type KafkaSubscriberOptions, type Sql } from '@postbox/engine';
 import { createConsumePool } from '@postbox/workers';
 import { stack } from './stack.ts';
 
@@ -80,7 +80,7 @@ export async function appliedSequences(sql: Sql, consumer: string): Promise<Map<
 }
 
 /** A consumer in this process, with a real piscina pool (threads > 0) or inline. */
-export async function startTestConsumer(databaseUrl: string, input: ConsumerInput, options: { inline?: boolean } = {}): Promise<Consumer> {
+export async function startTestConsumer(databaseUrl: string, input: ConsumerInput, options: { inline?: boolean; subscriber?: Partial<KafkaSubscriberOptions> } = {}): Promise<Consumer> {
   const definition = defineConsumer(input);
   const subscriber = new KafkaSubscriber({
     brokers: stack.KAFKA_BROKERS.split(','),
@@ -88,6 +88,7 @@ export async function startTestConsumer(databaseUrl: string, input: ConsumerInpu
     groupId: definition.groupId,
     topics: definition.topics,
     fromBeginning: definition.fromBeginning,
+    ...options.subscriber,
   });
   const executor = options.inline ? inlineConsumeExecutor(definition, databaseUrl) : createConsumePool({ databaseUrl, definition });
   const consumer = new Consumer({ definition, subscriber, executor, lagIntervalMs: 1000 });

@@ -89,7 +89,7 @@ export class Pipeline {
   }
 
   consumer(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE], this.env(extra, {
+    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE, '--progress', '10000'], this.env(extra, {
       TEST_TOPIC: this.o.topic,
       TEST_CONSUMER: this.o.consumer,
       TEST_LIMITS: JSON.stringify({ threads: 1, maxBatchEvents: 50 }),
@@ -128,7 +128,10 @@ export class Pipeline {
     } catch (cause) {
       lines.push(`outbox not readable: ${(cause as Error).message}`);
     }
-    for (const p of this.processes) lines.push(`--- ${p.child.spawnargs.slice(2).join(' ')} (pid ${p.child.pid}):\n${p.output().slice(-1500)}`);
+    const processes = [...this.processes];
+    const dead = processes.filter((p) => !alive(p));
+    if (dead.length > 0) lines.push(`${dead.length} process(es) ended earlier (killed at failpoints, or stopped)`);
+    for (const p of processes.filter(alive)) lines.push(`--- ${p.child.spawnargs.slice(2).join(' ')} (pid ${p.child.pid}, alive):\n${digest(p.output())}`);
     return lines.join('\n');
   }
 
@@ -142,6 +145,36 @@ export class Pipeline {
     await Promise.all([...this.processes].map((p) => p.exited));
     await this.#sql.end({ timeout: 5 });
   }
+}
+
+/**
+ * A long log in a few lines: each distinct message once, with its level, count and last occurrence (so a rare
+ * error is not scrolled away by a repeating warning), the last progress line, and the last raw output.
+ */
+export function digest(output: string): string {
+  const messages = new Map<string, { level: number; count: number; last: string }>();
+  let progress = '';
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string; 'consumer-progress'?: unknown };
+      if (entry['consumer-progress']) progress = line;
+      if (entry.msg === undefined) continue;
+      const m = messages.get(entry.msg) ?? { level: entry.level ?? 0, count: 0, last: '' };
+      m.count++;
+      m.last = line;
+      messages.set(entry.msg, m);
+    } catch {
+      // not a log line
+    }
+  }
+  const out = [...messages.entries()]
+    .filter(([, m]) => m.level >= 40)
+    .sort((a, b) => b[1].level - a[1].level || b[1].count - a[1].count)
+    .map(([msg, m]) => `  [${m.level}] ×${m.count} ${msg}: ${m.last.slice(0, 600)}`);
+  if (progress) out.push(`  last progress: ${progress.slice(0, 1500)}`);
+  out.push(`  last output:\n${output.slice(-1200)}`);
+  return out.join('\n');
 }
 
 /** The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied). */

@@ -85,6 +85,11 @@ export async function startConsumer(config: PostboxConfig, definition: ConsumerD
     fromBeginning: definition.fromBeginning,
     sessionTimeoutMs: config.kafkaSessionTimeoutMs,
     heartbeatIntervalMs: config.kafkaHeartbeatMs,
+    onCrash: ({ error, restart, replaced, retryInMs }) => {
+      const fields = { consumer: definition.name, err: error.message, error_name: error.name, restart, replaced, retryInMs };
+      if (replaced) log.error(fields, 'kafka consumer member crashed and kafkajs gave up on it; a new member joins the group');
+      else log.warn(fields, 'kafka consumer member crashed; kafkajs restarts it');
+    },
   });
   const executor = inline ? inlineConsumeExecutor(definition, config.databaseUrl) : createConsumePool({ databaseUrl: config.databaseUrl, definition });
   const retries = config.redisUrl

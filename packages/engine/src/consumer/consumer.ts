@@ -66,7 +66,12 @@ export interface ConsumerStats {
   retriesRun: Record<RetryProcessOutcome, number>;
   /** Ledger rows whose job was missing and was enqueued again by reconciliation. */
   retriesReconciled: number;
+  /** Worker tasks dispatched so far. */
   tasks: number;
+  /** Worker tasks running now. */
+  tasksRunning: number;
+  /** Partitions this member holds now (0 between a member's crash and its rejoin). */
+  assigned: number;
   commits: number;
   pauses: number;
   paused: boolean;
@@ -162,6 +167,8 @@ export class Consumer {
       state: this.#state,
       ...this.#stats,
       retriesRun: { ...this.#stats.retriesRun },
+      tasksRunning: this.#tasks.size,
+      assigned: this.#assigned.size,
       paused: this.#paused,
       inFlightEvents: this.#inFlightEvents,
       inFlightBytes: this.#inFlightBytes,
@@ -400,6 +407,8 @@ export class Consumer {
       this.#stats.retriesRun[outcome]++;
       recordRetryOutcome(this.definition.name, outcome);
       if (outcome !== 'stale') this.#log.info({ event_id: job.eventId, attempt: job.attempt, outcome }, 'retry ran');
+    }, (job, error, attemptsMade) => {
+      this.#log.warn({ event_id: job?.eventId, attempt: job?.attempt, runs: attemptsMade, err: String(error), cause: error.cause === undefined ? undefined : String(error.cause) }, 'retry run failed; the job runs again (or reconciliation enqueues it)');
     });
     const reconcile = () =>
       reconcileLedger(sql, scheduler).then(

@@ -6,6 +6,8 @@ export interface ReconcileReport {
   checked: number;
   /** Ledger rows whose job was missing and was enqueued again. */
   reenqueued: number;
+  /** The first few of those (event ids), for the log. */
+  examples: string[];
 }
 
 /**
@@ -17,14 +19,17 @@ export interface ReconcileReport {
  */
 export async function reconcileLedger(sql: Sql, scheduler: RetryScheduler, options: { pageSize?: number } = {}): Promise<ReconcileReport> {
   const pageSize = options.pageSize ?? 500;
-  const report: ReconcileReport = { checked: 0, reenqueued: 0 };
+  const report: ReconcileReport = { checked: 0, reenqueued: 0, examples: [] };
   let after: string | null = null;
   for (;;) {
     const rows = await scheduledLedgerRows(sql, scheduler.consumer, pageSize, after);
     for (const row of rows) {
       report.checked++;
       const job = { consumer: row.consumer_name, eventId: row.event_id, attempt: row.attempt, dueAt: row.next_attempt_at.getTime() };
-      if (await scheduler.ensure(job)) report.reenqueued++;
+      if (await scheduler.ensure(job)) {
+        report.reenqueued++;
+        if (report.examples.length < 5) report.examples.push(`${row.event_id}#${row.attempt}`);
+      }
     }
     if (rows.length < pageSize) return report;
     after = rows[rows.length - 1]!.event_id;

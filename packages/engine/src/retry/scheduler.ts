@@ -101,8 +101,11 @@ export class RetryScheduler {
     return this.#queue.getDelayedCount();
   }
 
-  /** Starts processing due jobs. `process` must be idempotent: it reads the ledger row and acts only if due. */
-  start(process: (job: RetryJob) => Promise<void>): void {
+  /**
+   * Starts processing due jobs. `process` must be idempotent: it reads the ledger row and acts only if due.
+   * `onFailed` hears of every run that threw (BullMQ tries a job 3 times; reconciliation enqueues it again after).
+   */
+  start(process: (job: RetryJob) => Promise<void>, onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void): void {
     if (this.#worker) throw new Error('retry scheduler already started');
     this.#workerConnection = new Redis(this.#options.redisUrl, { maxRetriesPerRequest: null });
     this.#workerConnection.on('error', () => {});
@@ -110,8 +113,14 @@ export class RetryScheduler {
       connection: this.#workerConnection,
       concurrency: this.#options.concurrency ?? 1,
       autorun: true,
+      // A job whose process died (kill -9, OOM) stays "active" until its lock expires and the stalled check of
+      // another worker moves it back: BullMQ's 30 s + 30 s would make a retry a minute late. Running a job twice
+      // is harmless (the ledger row decides), so the lock is short.
+      lockDuration: 10_000,
+      stalledInterval: 5000,
     });
     this.#worker.on('error', () => {});
+    if (onFailed) this.#worker.on('failed', (j, error) => onFailed(j?.data, error, j?.attemptsMade ?? 0));
   }
 
   close(): Promise<void> {

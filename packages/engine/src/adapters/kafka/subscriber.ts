@@ -1,4 +1,4 @@
-import type { Admin, Consumer as KafkaConsumer } from 'kafkajs';
+import type { Admin, Kafka, Consumer as KafkaConsumer } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import type { InboundRecord, PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
@@ -17,7 +17,24 @@ export interface KafkaSubscriberOptions extends KafkaConnection {
   maxBytesPerPartition?: number;
   /** One fetch response at most; bounds the overshoot past the in-flight caps. @defaultValue 8 MiB */
   maxBytes?: number;
+  /**
+   * Told of every crash of the kafkajs member. `replaced` is true when kafkajs gave up on it (a crash it does
+   * not restart from) and the subscriber replaces it with a new member after `retryInMs`.
+   */
+  onCrash?: (crash: SubscriberCrash) => void;
 }
+
+export interface SubscriberCrash {
+  error: Error;
+  /** kafkajs restarts the member itself. */
+  restart: boolean;
+  /** The subscriber replaces the member (kafkajs would not). */
+  replaced: boolean;
+  retryInMs: number;
+}
+
+const REPLACE_MIN_MS = 500;
+const REPLACE_MAX_MS = 30_000;
 
 /**
  * Subscriber over a kafkajs consumer group. Offsets are never committed by kafkajs (autoCommit off, batches not
@@ -27,36 +44,61 @@ export interface KafkaSubscriberOptions extends KafkaConnection {
  */
 export class KafkaSubscriber implements Subscriber {
   readonly #options: KafkaSubscriberOptions;
-  readonly #consumer: KafkaConsumer;
+  readonly #kafka: Kafka;
   readonly #admin: Admin;
+  #consumer: KafkaConsumer;
+  #sink: SubscriberSink | null = null;
   #adminConnected: Promise<void> | null = null;
   #closed: Promise<void> | null = null;
   #lagging: Promise<unknown> = Promise.resolve();
-  #started = false;
+  #replaceTimer: NodeJS.Timeout | null = null;
+  #replacing: Promise<void> = Promise.resolve();
+  #replaceDelayMs = REPLACE_MIN_MS;
 
   constructor(options: KafkaSubscriberOptions) {
     this.#options = options;
-    const kafka = createKafka(options);
-    this.#consumer = kafka.consumer({
-      groupId: options.groupId,
-      sessionTimeout: options.sessionTimeoutMs ?? 30_000,
-      heartbeatInterval: options.heartbeatIntervalMs ?? 3000,
-      maxBytesPerPartition: options.maxBytesPerPartition ?? 2 * 1024 * 1024 + 64 * 1024,
-      maxBytes: options.maxBytes ?? 8 * 1024 * 1024,
+    this.#kafka = createKafka(options);
+    this.#consumer = this.#member();
+    this.#admin = this.#kafka.admin();
+  }
+
+  async start(sink: SubscriberSink): Promise<void> {
+    if (this.#sink) throw new Error('subscriber already started');
+    this.#sink = sink;
+    await this.#run(this.#consumer);
+  }
+
+  /** A kafkajs consumer (one group member) wired to this subscriber. */
+  #member(): KafkaConsumer {
+    const consumer = this.#kafka.consumer({
+      groupId: this.#options.groupId,
+      sessionTimeout: this.#options.sessionTimeoutMs ?? 30_000,
+      heartbeatInterval: this.#options.heartbeatIntervalMs ?? 3000,
+      maxBytesPerPartition: this.#options.maxBytesPerPartition ?? 2 * 1024 * 1024 + 64 * 1024,
+      maxBytes: this.#options.maxBytes ?? 8 * 1024 * 1024,
       maxWaitTimeInMs: 250,
       allowAutoTopicCreation: false,
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5000 },
     });
-    this.#admin = kafka.admin();
+    consumer.on(consumer.events.GROUP_JOIN, (event) => {
+      if (consumer !== this.#consumer) return;
+      this.#replaceDelayMs = REPLACE_MIN_MS;
+      const assignment = event.payload.memberAssignment as Record<string, number[]>;
+      this.#sink?.onAssignment(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((partition) => ({ topic, partition }))));
+    });
+    consumer.on(consumer.events.CRASH, (event) => {
+      if (consumer !== this.#consumer || this.#closed) return;
+      const { error, restart } = event.payload;
+      // kafkajs does not restart after a crash it deems non-retriable (a join refused, an unexpected error): the
+      // member is gone while the process lives on. Nothing would consume again, so a new member takes over.
+      const replaced = !restart;
+      this.#options.onCrash?.({ error, restart, replaced, retryInMs: replaced ? this.#replaceDelayMs : 0 });
+      if (replaced) this.#replaceLater();
+    });
+    return consumer;
   }
 
-  async start(sink: SubscriberSink): Promise<void> {
-    this.#started = true;
-    const consumer = this.#consumer;
-    consumer.on(consumer.events.GROUP_JOIN, (event) => {
-      const assignment = event.payload.memberAssignment as Record<string, number[]>;
-      sink.onAssignment(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((partition) => ({ topic, partition }))));
-    });
+  async #run(consumer: KafkaConsumer): Promise<void> {
     try {
       await consumer.connect();
       for (const topic of this.#options.topics) await consumer.subscribe({ topic, fromBeginning: this.#options.fromBeginning ?? true });
@@ -65,7 +107,7 @@ export class KafkaSubscriber implements Subscriber {
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: 1,
         eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-          if (!isRunning() || isStale() || batch.messages.length === 0) return;
+          if (!isRunning() || isStale() || batch.messages.length === 0 || consumer !== this.#consumer) return;
           const records: InboundRecord[] = batch.messages.map((m) => ({
             topic: batch.topic,
             partition: batch.partition,
@@ -75,7 +117,7 @@ export class KafkaSubscriber implements Subscriber {
             value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
             headers: headersOf(m.headers),
           }));
-          const taken = sink.onRecords(records);
+          const taken = this.#sink!.onRecords(records);
           if (taken > 0) resolveOffset(batch.messages[taken - 1]!.offset);
           await heartbeat();
         },
@@ -83,6 +125,31 @@ export class KafkaSubscriber implements Subscriber {
     } catch (cause) {
       throw classifyKafkaError(cause);
     }
+  }
+
+  /** The member left the group (everything it had is revoked); a new one joins after a growing pause. */
+  #replaceLater(): void {
+    if (this.#replaceTimer || this.#closed) return;
+    this.#sink?.onAssignment([]);
+    const delay = this.#replaceDelayMs;
+    this.#replaceDelayMs = Math.min(REPLACE_MAX_MS, delay * 2);
+    const old = this.#consumer;
+    this.#replaceTimer = setTimeout(() => {
+      this.#replaceTimer = null;
+      this.#replacing = (async () => {
+        await old.disconnect().catch(() => {});
+        if (this.#closed) return;
+        const next = this.#member();
+        this.#consumer = next;
+        try {
+          await this.#run(next);
+        } catch (cause) {
+          // connect or subscribe failed: no CRASH event comes for that, so report it and go round again.
+          this.#options.onCrash?.({ error: cause as Error, restart: false, replaced: true, retryInMs: this.#replaceDelayMs });
+          this.#replaceLater();
+        }
+      })();
+    }, delay);
   }
 
   async commit(offsets: Array<TopicPartition & { offset: string }>): Promise<void> {
@@ -94,12 +161,14 @@ export class KafkaSubscriber implements Subscriber {
     }
   }
 
+  // Between a crash and the member's restart kafkajs has no group to pause and throws; nothing is fetched then,
+  // and the caller pauses again on the next assignment.
   pause(partitions: TopicPartition[]): void {
-    for (const [topic, list] of byTopic(partitions)) this.#consumer.pause([{ topic, partitions: list }]);
+    for (const [topic, list] of byTopic(partitions)) ignoreNotRunning(() => this.#consumer.pause([{ topic, partitions: list }]));
   }
 
   resume(partitions: TopicPartition[]): void {
-    for (const [topic, list] of byTopic(partitions)) this.#consumer.resume([{ topic, partitions: list }]);
+    for (const [topic, list] of byTopic(partitions)) ignoreNotRunning(() => this.#consumer.resume([{ topic, partitions: list }]));
   }
 
   lag(): Promise<PartitionLag[]> {
@@ -130,12 +199,22 @@ export class KafkaSubscriber implements Subscriber {
 
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      if (this.#started) await this.#consumer.disconnect().catch(() => {});
+      if (this.#replaceTimer) clearTimeout(this.#replaceTimer);
+      await this.#replacing;
+      if (this.#sink) await this.#consumer.disconnect().catch(() => {});
       // A lag query in flight would connect the admin after we looked: wait for it, then disconnect.
       await this.#lagging;
       if (this.#adminConnected) await this.#admin.disconnect().catch(() => {});
     })();
     return this.#closed;
+  }
+}
+
+function ignoreNotRunning(call: () => void): void {
+  try {
+    call();
+  } catch (cause) {
+    if (!/not initialized|consumer#run must be called/i.test((cause as Error).message)) throw cause;
   }
 }
 
