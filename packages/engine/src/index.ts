@@ -41,7 +41,7 @@ export { defineConsumer, defaultConsumerLimits, type ConsumerInput, type Consume
 export { gate, expectedVersion, type FirstVersionPolicy, type GateDecision } from './consumer/version-gate.ts';
 export { Watermark } from './consumer/watermark.ts';
 export { Consumer, type ConsumerConfig, type ConsumerStats } from './consumer/consumer.ts';
-export { consumeBatch, type ConsumeStepDeps } from './consumer/apply-batch.ts';
+export { consumeBatch, type ConsumeStepDeps } from './consumer/consume-step.ts';
 export { inlineConsumeExecutor, type ConsumeExecutor } from './consumer/executor.ts';
 export { loadHandler, type Handler, type HandlerContext } from './consumer/handler.ts';
 export { encodeTask, type ConsumeTask, type ConsumeTaskResult, type RecordResult, type Outcome } from './consumer/wire.ts';
@@ -55,7 +55,6 @@ export { scheduleRetry, lockLedgerRow, settleLedgerRow, type LedgerRow, type Sch
 export { listFailures, readFailure, aggregateState, type FailureFilter, type FailureSummary, type FailureDetail } from './queries/failure-list.ts';
 export { replayFailures, type ReplayRequest, type ReplayItem, type ReplayVerdict } from './failures/replay.ts';
 export { processRetry, type RetryProcessorDeps, type RetryProcessOutcome } from './retry/process-retry.ts';
-export { toLedgerRecord, fromLedgerRecord, type LedgerRecord } from './retry/ledger-record.ts';
 export { insertAudit, listAudit, type AuditEntry, type AuditFilter, type AuditRow } from './queries/audit.ts';
 export { blockAggregate, listBlocked, type BlockedAggregate, type BlockReason } from './queries/consumer-blocked.ts';
 export { purgeFailurePayloads } from './queries/failure-purge.ts';

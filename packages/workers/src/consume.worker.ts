@@ -1,6 +1,6 @@
 // Piscina worker: hosts the engine's consume step. Each thread loads the consumer's handler module once and owns
 // its PostgreSQL pool (limits.databasePoolSize); a task is one packed batch of records of distinct aggregates,
-// run in one engine-owned transaction (see engine consumer/apply-batch.ts). Only bytes and counts cross over.
+// run in one engine-owned transaction (see engine consumer/consume-step.ts). Only bytes and counts cross over.
 import { workerData } from 'node:worker_threads';
 import { consumeBatch, consumerSql, loadHandler, type ConsumeTask } from '@postbox/engine';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';

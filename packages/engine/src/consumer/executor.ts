@@ -1,4 +1,4 @@
-import { consumeBatch } from './apply-batch.ts';
+import { consumeBatch } from './consume-step.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import { loadHandler } from './handler.ts';
 import { consumerSql } from './pool.ts';

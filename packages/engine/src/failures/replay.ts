@@ -4,7 +4,7 @@ import { ConfigError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { aggregateState, listFailures, readFailure, type FailureDetail, type FailureFilter } from '../queries/failure-list.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
-import { toLedgerRecord } from '../retry/ledger-record.ts';
+import { storeRecord } from '../consumer/stored-record.ts';
 import type { RetryScheduler } from '../retry/scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
@@ -115,7 +115,7 @@ async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDet
     headers.ce_id = eventId;
     value = Buffer.from(JSON.stringify(request.editedData), 'utf8');
   }
-  const record = toLedgerRecord({ topic: f.topic!, partition: f.broker_partition ?? -1, offset: f.broker_offset ?? '-1', key: f.aggregate_id, headers, value });
+  const record = storeRecord({ topic: f.topic!, partition: f.broker_partition ?? -1, offset: f.broker_offset ?? '-1', key: f.aggregate_id, headers, value });
   const dueAt = await sql.begin(async (tx) => {
     const locked = await readFailure(tx, f.failure_id, true);
     if (!locked || (locked.status !== 'open' && locked.status !== 'expired')) return null;

@@ -1,15 +1,5 @@
+import type { StoredRecord } from '../consumer/stored-record.ts';
 import type { Queryable } from '../db/connect.ts';
-
-/** The record as received, kept so that draining replays the same bytes. */
-export interface StoredRecord {
-  topic: string;
-  partition: number;
-  offset: string;
-  key: string | null;
-  /** base64 of the value bytes, or null for a null value */
-  value: string | null;
-  headers: Record<string, string>;
-}
 
 export interface ParkedRow {
   aggregate_id: string;

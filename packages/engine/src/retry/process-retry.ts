@@ -9,7 +9,7 @@ import type { ConsumerDefinition } from '../consumer/definition.ts';
 import { parseRecord } from '../consumer/parse.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import { nextRetry, type RetryBudget } from './budget.ts';
-import { fromLedgerRecord, type LedgerRecord } from './ledger-record.ts';
+import { loadRecord, type StoredRecord } from '../consumer/stored-record.ts';
 import type { RetryJob, RetryScheduler } from './scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
@@ -44,7 +44,7 @@ export type RetryProcessOutcome = 'stale' | 'settled' | 'rescheduled' | 'exhaust
 export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Promise<RetryProcessOutcome> {
   const row = await lockLedgerRow(deps.sql, deps.consumer, job.eventId);
   if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt) return 'stale';
-  const stored = row.record as LedgerRecord;
+  const stored = row.record as StoredRecord;
   // A new trace per attempt, linked to the event's creation and to whatever scheduled this attempt (the failed
   // delivery's process span, the previous attempt, or an operator's replay).
   const links: Link[] = [];
@@ -66,8 +66,8 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
   });
 }
 
-async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow, stored: LedgerRecord, traceparent: string | undefined): Promise<RetryProcessOutcome> {
-  const record = fromLedgerRecord(stored) as InboundRecord;
+async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow, stored: StoredRecord, traceparent: string | undefined): Promise<RetryProcessOutcome> {
+  const record = loadRecord(stored);
   const result = await deps.run(record, row.attempt, traceparent);
   const replaces = stored.headers.ce_replaces ?? null;
 

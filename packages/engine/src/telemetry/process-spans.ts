@@ -64,7 +64,7 @@ export class ProcessSpans {
       const runs = (this.#runs.get(index) ?? 0) + 1;
       this.#runs.set(index, runs);
       const span = this.#spans[index]!;
-      // The batch transaction rolled back and the event runs again alone (apply-batch.ts).
+      // The batch transaction rolled back and the event runs again alone (consumer/consume-step.ts).
       if (runs > 1 && span.isRecording()) span.addEvent('handler run again in a transaction of its own');
       return context.with(trace.setSpan(context.active(), span), () => handler(event, tx, ctx));
     };

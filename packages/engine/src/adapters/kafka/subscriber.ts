@@ -1,4 +1,4 @@
-import type { Admin, Kafka, Consumer as KafkaConsumer } from 'kafkajs';
+import type { Admin, Kafka, Consumer as KafkaConsumer, KafkaMessage } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import type { InboundRecord, PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
@@ -34,6 +34,8 @@ export interface SubscriberCrash {
 }
 
 const REPLACE_MIN_MS = 500;
+/** Records handed to the sink at a time. */
+const OFFER_CHUNK = 100;
 const REPLACE_MAX_MS = 30_000;
 
 /**
@@ -108,16 +110,7 @@ export class KafkaSubscriber implements Subscriber {
         partitionsConsumedConcurrently: 1,
         eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
           if (!isRunning() || isStale() || batch.messages.length === 0 || consumer !== this.#consumer) return;
-          const records: InboundRecord[] = batch.messages.map((m) => ({
-            topic: batch.topic,
-            partition: batch.partition,
-            offset: m.offset,
-            key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
-            // Copied: kafkajs values are slices of the whole fetch response, which would stay alive with them.
-            value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
-            headers: headersOf(m.headers),
-          }));
-          const taken = this.#sink!.onRecords(records);
+          const taken = this.#offer(batch.topic, batch.partition, batch.messages);
           if (taken > 0) resolveOffset(batch.messages[taken - 1]!.offset);
           await heartbeat();
         },
@@ -125,6 +118,29 @@ export class KafkaSubscriber implements Subscriber {
     } catch (cause) {
       throw classifyKafkaError(cause);
     }
+  }
+
+  /**
+   * Hands a fetched batch over in chunks and stops at the first chunk not taken whole: at its caps the consumer
+   * takes none of the rest, so those records are never copied or decoded (a fetch holds thousands of them).
+   */
+  #offer(topic: string, partition: number, messages: KafkaMessage[]): number {
+    let taken = 0;
+    for (let at = 0; at < messages.length; at += OFFER_CHUNK) {
+      const chunk = messages.slice(at, at + OFFER_CHUNK).map((m): InboundRecord => ({
+        topic,
+        partition,
+        offset: m.offset,
+        key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
+        // Copied: kafkajs values are slices of the whole fetch response, which would stay alive with them.
+        value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
+        headers: headersOf(m.headers),
+      }));
+      const took = this.#sink!.onRecords(chunk);
+      taken += took;
+      if (took < chunk.length) break;
+    }
+    return taken;
   }
 
   /** The member left the group (everything it had is revoked); a new one joins after a growing pause. */

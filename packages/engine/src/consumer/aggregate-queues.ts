@@ -1,0 +1,160 @@
+import type { InboundRecord } from '../ports/subscriber.ts';
+
+/**
+ * One event held by the consumer, from the fetch until it settles.
+ *
+ *   queued ──take()──▶ in-flight ──settle()──▶ (gone)
+ *      ▲                   │
+ *      └──(backoff ends)── waiting ◀──hold()── (a transient failure retried in memory)
+ *
+ * `P` is the caller's handle of the record's partition (the offset committer's state).
+ */
+export interface HeldEvent<P> {
+  readonly record: InboundRecord;
+  readonly offset: bigint;
+  readonly bytes: number;
+  readonly part: P;
+  readonly aggregate: string;
+  /** Attempts so far (0 until its first task returns). */
+  attempt: number;
+  state: 'queued' | 'in-flight' | 'waiting';
+}
+
+/** Caps on what is held (queued + in flight + waiting). */
+export interface HoldLimits {
+  maxEvents: number;
+  maxBytes: number;
+}
+
+interface Entry<P> extends HeldEvent<P> {
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * The consumer's per-aggregate FIFO queues, pure of any broker or database. An aggregate (the record key) is
+ * *ready* when its head is queued; `take` hands out ready heads only, of distinct aggregates, so at most one
+ * event per aggregate is ever in flight and an aggregate's events run in the order they were received.
+ * What is held is capped in count and bytes: `offer` refuses a record once a cap is reached, so the count cap
+ * holds exactly and the byte cap is passed by at most the one record that reached it.
+ */
+export class AggregateQueues<P> {
+  readonly #limits: HoldLimits;
+  readonly #queues = new Map<string, Array<Entry<P>>>();
+  readonly #ready = new Set<string>();
+  #events = 0;
+  #bytes = 0;
+
+  constructor(limits: HoldLimits) {
+    this.#limits = limits;
+  }
+
+  /** Events held now (queued, in flight or waiting). */
+  get events(): number {
+    return this.#events;
+  }
+
+  /** Bytes held now (value length + a fixed overhead per record). */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Aggregates whose head may be taken. */
+  get readyCount(): number {
+    return this.#ready.size;
+  }
+
+  /** A cap is reached: nothing more is taken in (and the caller pauses fetching). */
+  atCap(): boolean {
+    return this.#events >= this.#limits.maxEvents || this.#bytes >= this.#limits.maxBytes;
+  }
+
+  /** Below half of both caps: fetching may resume (the gap keeps pause and resume from flapping). */
+  belowHalf(): boolean {
+    return this.#events < this.#limits.maxEvents / 2 && this.#bytes < this.#limits.maxBytes / 2;
+  }
+
+  /** Queues a record behind its aggregate's earlier ones; undefined (not taken) when a cap is reached. */
+  offer(record: InboundRecord, offset: bigint, part: P, aggregate: string): HeldEvent<P> | undefined {
+    if (this.atCap()) return undefined;
+    const bytes = (record.value?.length ?? 0) + 256;
+    const event: Entry<P> = { record, offset, bytes, part, aggregate, attempt: 0, state: 'queued' };
+    let queue = this.#queues.get(aggregate);
+    if (!queue) {
+      queue = [];
+      this.#queues.set(aggregate, queue);
+    }
+    queue.push(event);
+    if (queue.length === 1) this.#ready.add(aggregate);
+    this.#events++;
+    this.#bytes += bytes;
+    return event;
+  }
+
+  /** Takes up to `max` ready heads (distinct aggregates, oldest ready first) and marks them in flight. */
+  take(max: number): Array<HeldEvent<P>> {
+    const batch: Array<HeldEvent<P>> = [];
+    for (const aggregate of this.#ready) {
+      if (batch.length >= max) break;
+      this.#ready.delete(aggregate);
+      const head = this.#queues.get(aggregate)![0]!;
+      head.state = 'in-flight';
+      batch.push(head);
+    }
+    return batch;
+  }
+
+  /** Takes a settled (or abandoned) event off its queue; the next one of its aggregate becomes ready. */
+  settle(event: HeldEvent<P>): void {
+    const entry = event as Entry<P>;
+    const queue = this.#queues.get(entry.aggregate);
+    const index = queue ? queue.indexOf(entry) : -1;
+    if (!queue || index < 0) return;
+    queue.splice(index, 1);
+    if (entry.timer) clearTimeout(entry.timer);
+    this.#events--;
+    this.#bytes -= entry.bytes;
+    if (queue.length === 0) {
+      this.#queues.delete(entry.aggregate);
+      this.#ready.delete(entry.aggregate);
+    } else if (queue[0]!.state === 'queued') {
+      this.#ready.add(entry.aggregate);
+    }
+  }
+
+  /**
+   * An in-flight head failed transiently: it waits `delayMs` at the head of its queue (its successors wait
+   * behind it), then is ready again and `onReady` runs.
+   */
+  hold(event: HeldEvent<P>, delayMs: number, onReady: () => void): void {
+    const entry = event as Entry<P>;
+    entry.state = 'waiting';
+    entry.timer = setTimeout(() => {
+      entry.timer = undefined;
+      if (!this.release(entry)) return;
+      onReady();
+    }, delayMs);
+  }
+
+  /** Ends a head's wait now; false when it is no longer a waiting head (settled or dropped meanwhile). */
+  release(event: HeldEvent<P>): boolean {
+    const entry = event as Entry<P>;
+    if (this.#queues.get(entry.aggregate)?.[0] !== entry || entry.state !== 'waiting') return false;
+    if (entry.timer) clearTimeout(entry.timer);
+    entry.timer = undefined;
+    entry.state = 'queued';
+    this.#ready.add(entry.aggregate);
+    return true;
+  }
+
+  /** Drops every event not in flight (queued or waiting) that matches; in-flight ones finish first. */
+  drop(match: (event: HeldEvent<P>) => boolean): void {
+    for (const queue of [...this.#queues.values()]) {
+      for (const event of [...queue]) if (event.state !== 'in-flight' && match(event)) this.settle(event);
+    }
+  }
+
+  /** Every held event, in queue order per aggregate (for tests and diagnostics). */
+  *held(): IterableIterator<HeldEvent<P>> {
+    for (const queue of this.#queues.values()) yield* queue;
+  }
+}

@@ -1,0 +1,28 @@
+import type { Sql } from '../db/connect.ts';
+import type { Envelope } from '../envelope/envelope.ts';
+import type { ProcessSpans } from '../telemetry/process-spans.ts';
+import type { ConsumerDefinition } from './definition.ts';
+import type { Handler } from './handler.ts';
+import type { WireRecord } from './wire.ts';
+
+/** What the consume step needs: a pool, the handler, and the parts of the definition it reads. */
+export interface ConsumeStepDeps {
+  sql: Sql;
+  handler: Handler;
+  definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'> &
+    Partial<Pick<ConsumerDefinition, 'groupId'>>;
+}
+
+/** The step's own view of one task: the handler runs inside each event's process span. */
+export interface StepDeps extends ConsumeStepDeps {
+  spans: ProcessSpans;
+  /** Retries are durable (ledger + scheduler) for this task. */
+  durable?: boolean;
+}
+
+/** A record that parsed into a valid envelope, with its index in the task. */
+export interface ValidEvent {
+  index: number;
+  record: WireRecord;
+  envelope: Envelope;
+}
