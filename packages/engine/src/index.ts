@@ -79,9 +79,11 @@ export type { TopicSendReport, FailedEvent } from './relay/cycle.ts';
 // The verifier (postbox verify; the end of every fault scenario) and the failpoints fault tests arm.
 export { verify } from './verify/verify.ts';
 export { collect, type VerifyConsumer, type CollectDeps } from './verify/collect.ts';
-export { check, defaultCheckOptions, type CheckOptions, type VerifyReport, type LogReport, type ConsumerReport, type Tally, type EventState } from './verify/check.ts';
-export { formatReport, totals, type VerifyTotals } from './verify/report.ts';
-export type { EffectSource } from './verify/effects.ts';
+export { check } from './verify/check.ts';
+export { defaultCheckOptions, type CheckOptions } from './verify/options.ts';
+export { formatReport, totals, type VerifyTotals, type VerifyReport, type LogReport, type ConsumerReport, type EventState } from './verify/report.ts';
+export type { Violation, Invariant, LogInvariant, ConsumerInvariant, Tally } from './verify/violations.ts';
+export type { EffectSource } from './verify/effect-source.ts';
 export type { Observation, OutboxFact, RecordFact, PartitionFact, ConsumerFacts, FailureFact, EffectFacts } from './verify/observation.ts';
 export type { TopicReader, LogBounds } from './ports/topic-reader.ts';
 export { KafkaTopicReader, type KafkaTopicReaderOptions } from './adapters/kafka/topic-reader.ts';

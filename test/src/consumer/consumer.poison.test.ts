@@ -4,7 +4,7 @@ import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
 import { appliedSequences, ceRecord, createHandlerTables, produce, RECORDING_HANDLER, startTestConsumer, type RawRecord } from '../support/consumer.ts';
-import { assertVerified, verifyTestConsumer } from '../support/pipeline.ts';
+import { assertVerified, verifyTestConsumer } from '../support/verified.ts';
 import { stack } from '../support/stack.ts';
 
 let db: TestDatabase;

@@ -3,10 +3,11 @@ import assert from 'node:assert/strict';
 import { enqueueMany, type EventInput } from '@postbox/engine';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { uniqueTopic } from '../support/kafka.ts';
-import { failpointLoop, faultIterations, Pipeline, recordScenario, stopGracefully, type FailpointLoopResult } from '../support/pipeline.ts';
+import { faultIterations, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
 import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { waitFor } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
+import { failpointLoop, type FailpointLoopResult } from './support/failpoint-loop.ts';
 
 // kill -9 at every crash boundary of DESIGN §12, ITERATIONS times each, with load running: the writer at
 // outbox.after-commit, the relay at relay.after-publish-before-mark, consumers at

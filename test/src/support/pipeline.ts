@@ -1,16 +1,18 @@
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connect, formatReport, KafkaOffsets, KafkaTopicReader, totals, verify, type CheckOptions, type Sql, type VerifyReport } from '@postbox/engine';
+import { connect, totals, type CheckOptions, type Sql, type VerifyReport } from '@postbox/engine';
 import { createHandlerTables, TEST_CONSUMER_MODULE } from './consumer.ts';
+import { digest } from './log-digest.ts';
 import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from './processes.ts';
+import { settle, verifyTestConsumer } from './verified.ts';
 
 /**
  * The whole chain as real processes, for fault scenarios: a writer (business transactions + outbox), relays
  * (`postbox relay`), consumers (`postbox consume` of the recording handler, with durable retries) and operator
  * commands — all pointed at one test database, one broker and one Redis, every process tracked so that
- * `stopAll()` ends each one even when a test fails. `verify()` runs the verifier with the recording handler's
- * effect log (test_applied), so loss, double effects and order are checked from what the handler really did.
+ * `stopAll()` ends each one even when a test fails. `verify()` and `settle()` run the verifier over its consumer
+ * (verified.ts).
  */
 export interface PipelineOptions {
   databaseUrl: string;
@@ -27,11 +29,6 @@ export interface PipelineOptions {
 }
 
 const WRITER = fileURLToPath(new URL('../faults/fixtures/writer.ts', import.meta.url));
-
-export const TEST_EFFECTS = {
-  kind: 'log' as const,
-  query: 'SELECT event_id, aggregate_id, version AS aggregate_version FROM test_applied WHERE consumer = $1 ORDER BY seq',
-};
 
 export class Pipeline {
   readonly o: PipelineOptions;
@@ -147,86 +144,6 @@ export class Pipeline {
   }
 }
 
-/**
- * A long log in a few lines: each distinct message once, with its level, count and last occurrence (so a rare
- * error is not scrolled away by a repeating warning), the last progress line, and the last raw output.
- */
-export function digest(output: string): string {
-  const messages = new Map<string, { level: number; count: number; last: string }>();
-  let progress = '';
-  for (const line of output.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const entry = JSON.parse(line) as { level?: number; msg?: string; 'consumer-progress'?: unknown };
-      if (entry['consumer-progress']) progress = line;
-      if (entry.msg === undefined) continue;
-      const m = messages.get(entry.msg) ?? { level: entry.level ?? 0, count: 0, last: '' };
-      m.count++;
-      m.last = line;
-      messages.set(entry.msg, m);
-    } catch {
-      // not a log line
-    }
-  }
-  const out = [...messages.entries()]
-    .filter(([, m]) => m.level >= 40)
-    .sort((a, b) => b[1].level - a[1].level || b[1].count - a[1].count)
-    .map(([msg, m]) => `  [${m.level}] ×${m.count} ${msg}: ${m.last.slice(0, 600)}`);
-  if (progress) out.push(`  last progress: ${progress.slice(0, 1500)}`);
-  out.push(`  last output:\n${output.slice(-1200)}`);
-  return out.join('\n');
-}
-
-/** The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied). */
-export async function verifyTestConsumer(sql: Sql, brokers: string, consumer: string, topics: string[], options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
-  const kafka = { brokers: brokers.split(','), clientId: 'postbox-test-verify' };
-  const reader = new KafkaTopicReader({ ...kafka, timeoutMs: 60_000 });
-  const offsets = new KafkaOffsets(kafka);
-  try {
-    return await verify({ sql, reader, offsets }, [{ name: consumer, groupId: `postbox.${consumer}`, topics, effects: TEST_EFFECTS }], options);
-  } finally {
-    await offsets.close();
-    await reader.close();
-  }
-}
-
-/**
- * Waits until everything committed so far is settled (a final `verify()` holds), polling; throws with the last
- * report when it does not within `timeoutMs`, or at once when a check other than "in flight" fails.
- */
-export async function settle(verify: () => Promise<VerifyReport>, timeoutMs: number): Promise<VerifyReport> {
-  const deadline = Date.now() + timeoutMs;
-  let last: VerifyReport | null = null;
-  let lastError: unknown = null;
-  for (;;) {
-    try {
-      last = await verify();
-      lastError = null;
-      if (last.ok) return last;
-      const hard = last.violations.filter((v) => !v.includes('(final check)'));
-      if (hard.length > 0) throw new VerifierViolation(last);
-    } catch (cause) {
-      if (cause instanceof VerifierViolation) throw cause;
-      lastError = cause;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`not settled within ${timeoutMs} ms:\n${last ? formatReport(last) : ''}${lastError ? `\nlast error: ${(lastError as Error).message}` : ''}`, { cause: lastError ?? undefined });
-    }
-    await sleep(2000);
-  }
-}
-
-class VerifierViolation extends Error {
-  constructor(report: VerifyReport) {
-    super(`the verifier found violations:\n${formatReport(report)}`);
-  }
-}
-
-/** Fails with the verifier's whole report when any check does not hold. */
-export function assertVerified(report: VerifyReport): void {
-  if (!report.ok) throw new VerifierViolation(report);
-}
-
 export function alive(p: RoleProcess): boolean {
   return p.child.exitCode === null && p.child.signalCode === null;
 }
@@ -271,54 +188,4 @@ export function faultDuration(name: string, fallback: number): number {
   const n = Number(process.env[name] ?? fallback);
   if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be milliseconds ≥ 1, got ${process.env[name]}`);
   return n;
-}
-
-export interface FailpointLoop {
-  /** The failpoint armed in each run, as `<name>@<n>` with n drawn from 1…maxPass. */
-  name: string;
-  maxPass: number;
-  iterations: number;
-  spawn: (env: Record<string, string>) => RoleProcess;
-  /** A run that has not reached its failpoint by then is killed and not counted. @defaultValue 60000 */
-  runTimeoutMs?: number;
-  /** The whole loop must be done by then (epoch ms). */
-  deadline: number;
-}
-
-export interface FailpointLoopResult {
-  name: string;
-  kills: number;
-  /** Runs that never reached their failpoint in time (killed, not counted). */
-  misses: number;
-  meanRunMs: number;
-}
-
-/**
- * Kill -9 at a crash boundary, again and again: each run is a fresh process armed to SIGKILL itself on the n-th
- * pass of the failpoint (n random), restarted as soon as it died, until `iterations` runs died there. A run that
- * exits any other way is a failure of the test (the output says why).
- */
-export async function failpointLoop(l: FailpointLoop): Promise<FailpointLoopResult> {
-  const result: FailpointLoopResult = { name: l.name, kills: 0, misses: 0, meanRunMs: 0 };
-  let total = 0;
-  while (result.kills < l.iterations) {
-    if (Date.now() > l.deadline) throw new Error(`${l.name}: only ${result.kills} of ${l.iterations} kills before the deadline (${result.misses} runs missed the failpoint)`);
-    const pass = 1 + Math.floor(Math.random() * l.maxPass);
-    const started = Date.now();
-    const p = l.spawn({ POSTBOX_FAILPOINT: `${l.name}@${pass}` });
-    const ended = await Promise.race([p.exited.then(() => true), sleep(l.runTimeoutMs ?? 60_000).then(() => false)]);
-    if (!ended) {
-      p.kill('SIGKILL');
-      await p.exited;
-      result.misses++;
-      continue;
-    }
-    if (p.child.signalCode !== 'SIGKILL') {
-      throw new Error(`${l.name}@${pass}: the process ended (exit ${p.child.exitCode}, signal ${p.child.signalCode}) instead of dying at its failpoint:\n${p.output().slice(-3000)}`);
-    }
-    result.kills++;
-    total += Date.now() - started;
-  }
-  result.meanRunMs = Math.round(total / Math.max(1, result.kills));
-  return result;
 }

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { check } from './check.ts';
 import type { ConsumerFacts, EffectFacts, Observation, OutboxFact, RecordFact } from './observation.ts';
+import type { VerifyReport } from './report.ts';
+import type { Invariant } from './violations.ts';
 
 const AT = 1_000_000_000_000;
 const TOPIC = 't';
@@ -39,6 +41,9 @@ const shape: fc.Arbitrary<RunShape> = fc.record({
 
 /** Runs that consumed most of the log, so that something sits below the committed offsets. */
 const consumedShape = shape.map((s) => ({ ...s, progress: s.progress.map((x) => 0.5 + x / 2), committedShare: s.committedShare.map((x) => 0.5 + x / 2) }));
+
+/** The invariants a report says are violated, in report order. */
+const broken = (r: VerifyReport): Invariant[] => r.violations.map((v) => v.invariant);
 
 const id = (a: number, v: number) => `00000000-0000-7000-8000-${String(a).padStart(6, '0')}${String(v).padStart(6, '0')}`;
 
@@ -140,7 +145,7 @@ test('check: an applied event whose effect disappears below the committed offset
       c.inbox = c.inbox.filter((i) => i.eventId !== victim);
       const r = check(observation);
       assert.ok(r.consumers[0]!.lost.sample.includes(victim), JSON.stringify(r.consumers[0]!.lost));
-      return !r.ok;
+      return broken(r).includes('lost');
     }),
   );
 });
@@ -156,7 +161,7 @@ test('check: an effect recorded twice is a double effect; two effects of an aggr
       rows.push(rows[pick % rows.length]!);
       const r1 = check(doubled);
       assert.equal(r1.consumers[0]!.appliedTwice!.count, 1);
-      assert.equal(r1.ok, false);
+      assert.ok(broken(r1).includes('applied-twice'), JSON.stringify(r1.violations));
 
       const i = log.rows.findIndex((e, j) => log.rows.slice(j + 1).some((f) => f.aggregateId === e.aggregateId));
       fc.pre(i >= 0);
@@ -164,7 +169,7 @@ test('check: an effect recorded twice is a double effect; two effects of an aggr
       [log.rows[i], log.rows[j]] = [log.rows[j]!, log.rows[i]!];
       const r2 = check(observation);
       assert.ok(r2.consumers[0]!.outOfOrder.count >= 1, JSON.stringify(r2.consumers[0]));
-      return !r2.ok;
+      return broken(r2).includes('out-of-order');
     }),
   );
 });
@@ -176,13 +181,15 @@ test('check: an acknowledged send missing from the log is a lost write; a stored
       const row = observation.outbox[pick % observation.outbox.length]!;
       const missing = structuredClone(observation);
       missing.records = missing.records.filter((r) => !(r.partition === row.partition && r.offset === row.offset));
-      assert.equal(check(missing).log.lostWrites.count, 1);
+      const lost = check(missing);
+      assert.equal(lost.log.lostWrites.count, 1);
+      assert.ok(broken(lost).includes('lost-write'), JSON.stringify(lost.violations));
       const moved = structuredClone(observation);
       const other = moved.records.find((r) => r.partition === row.partition && r.eventId !== row.eventId);
       fc.pre(other !== undefined);
       moved.outbox.find((r) => r.eventId === row.eventId)!.offset = other.offset;
       const r = check(moved);
-      return r.log.positionConflicts.count >= 1 && !r.ok;
+      return r.log.positionConflicts.count >= 1 && broken(r).includes('position-conflict');
     }),
   );
 });
@@ -209,6 +216,10 @@ test('check: the same event id with another payload must be a conflict in the fa
   const r = check(o);
   assert.equal(r.consumers[0]!.conflictsUnreported.count, 1);
   assert.equal(r.ok, false);
+  assert.deepEqual(
+    r.violations.map(({ message: _, ...v }) => v),
+    [{ invariant: 'unreported-conflict', consumer: 'c', count: 1, sample: [first.eventId], final: false }],
+  );
   o.consumers[0]!.failures.push({ eventId: first.eventId, aggregateId: first.key, version: first.version, topic: TOPIC, partition: first.partition, offset: first.offset, code: 'event_id_conflict', status: 'open' });
   const r2 = check(o);
   assert.equal(r2.consumers[0]!.conflicts, 1);
@@ -227,7 +238,7 @@ test('check: stuck states older than the threshold fail: expired leases, overdue
   assert.equal(r.log.stuck.expiredLeases.count, 1);
   assert.equal(r.log.stuck.overduePending.count, 1);
   assert.equal(r.consumers[0]!.stuck.overdueRetries.count, 1);
-  assert.equal(r.ok, false);
+  assert.deepEqual(broken(r), ['expired-lease', 'overdue-pending', 'overdue-retry']);
   assert.deepEqual(check(o, { stuckAfterMs: 600_000 }).log.stuck.expiredLeases.count, 0);
 
   // A gap parked for long with no failure behind it is stuck; behind a failure it is blocked, not stuck.
@@ -237,6 +248,7 @@ test('check: stuck states older than the threshold fail: expired leases, overdue
   (gc.effects as Extract<EffectFacts, { kind: 'log' }>).rows = (gc.effects as Extract<EffectFacts, { kind: 'log' }>).rows.filter((e) => e.eventId !== v3.eventId);
   gc.parked.push({ eventId: v3.eventId, aggregateId: 'a0', version: 3, parkedAt: AT - 120_000 });
   assert.equal(check(g).consumers[0]!.stuck.parkedGaps.count, 1);
+  assert.deepEqual(broken(check(g)), ['parked-gap']);
   gc.blocked.push({ aggregateId: 'a0', eventId: null, reason: 'failed' });
   const blocked = check(g);
   assert.equal(blocked.consumers[0]!.blocked, 1);
@@ -250,7 +262,11 @@ test('check: a final check fails while events are in flight; an event read whose
   o.consumers[0]!.inbox = [];
   assert.equal(check(o).ok, true, 'nothing consumed yet is not a loss');
   assert.equal(check(o).consumers[0]!.inFlight, 5);
-  assert.equal(check(o, { final: true }).ok, false);
+  const final = check(o, { final: true });
+  assert.deepEqual(
+    final.violations.map((v) => [v.invariant, v.consumer, v.count, v.final]),
+    [['in-flight', 'c', 5, true]],
+  );
   // An event whose retry is scheduled and not run yet: fine mid-run, not settled for a final check.
   const r = base();
   const rc = r.consumers[0]!;
@@ -260,10 +276,12 @@ test('check: a final check fails while events are in flight; an event read whose
   rc.retries.push({ eventId: retried.eventId, status: 'scheduled', nextAttemptAt: AT + 5000 });
   assert.equal(check(r).consumers[0]!.retrying, 1);
   assert.equal(check(r).ok, true);
-  assert.match(check(r, { final: true }).violations.join('\n'), /1 events waiting for a scheduled retry \(final check\)/);
+  const unsettled = check(r, { final: true }).violations;
+  assert.deepEqual(unsettled.map((v) => [v.invariant, v.count, v.sample, v.final]), [['retry-pending', 1, [retried.eventId], true]]);
   const f = base();
   f.outbox[0]!.status = 'failed';
   assert.equal(check(f).log.failedWritesRead.count, 1);
+  assert.ok(broken(check(f)).includes('failed-write-read'));
 });
 
 test('check: records without an event id are accounted by position in the failure store; counts-mode effects', () => {
@@ -273,6 +291,7 @@ test('check: records without an event id are accounted by position in the failur
   o.partitions[0]!.high = String(Number(o.partitions[0]!.high) + 1);
   c.committed.find((p) => p.partition === 0)!.offset = o.partitions[0]!.high;
   assert.equal(check(o).consumers[0]!.lost.count, 1);
+  assert.deepEqual(broken(check(o)), ['lost']);
   c.failures.push({ eventId: null, aggregateId: 'x', version: null, topic: TOPIC, partition: 0, offset: o.records.at(-1)!.offset, code: 'envelope_invalid', status: 'open' });
   assert.deepEqual(check(o).violations, []);
 
@@ -282,6 +301,7 @@ test('check: records without an event id are accounted by position in the failur
   const r = check(o);
   assert.equal(r.consumers[0]!.appliedTwice!.count, 1);
   assert.equal(r.consumers[0]!.outOfOrder.count, 1);
+  assert.deepEqual(broken(r), ['applied-twice', 'out-of-order']);
 });
 
 test('check: a version applied while a lower one was never applied is out of order (a skip), with no effect source too', () => {
@@ -293,5 +313,5 @@ test('check: a version applied while a lower one was never applied is out of ord
   const r = check(o);
   assert.equal(r.consumers[0]!.appliedTwice, null);
   assert.ok(r.consumers[0]!.outOfOrder.count >= 1 || r.consumers[0]!.lost.count >= 1);
-  assert.equal(r.ok, false);
+  assert.ok(broken(r).some((n) => n === 'out-of-order' || n === 'lost'), JSON.stringify(r.violations));
 });

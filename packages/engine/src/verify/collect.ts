@@ -4,7 +4,7 @@ import type { BrokerOffsets } from '../ports/offsets.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import type { TopicReader } from '../ports/topic-reader.ts';
 import { blockedFacts, failureFacts, inboxFacts, outboxFacts, parkedFacts, retryFacts, versionFacts } from '../queries/verify-state.ts';
-import { readEffects, type EffectSource } from './effects.ts';
+import { readEffects, type EffectSource } from './effect-source.ts';
 import type { ConsumerFacts, Observation, RecordFact } from './observation.ts';
 
 /** A consumer to verify: its name (inbox, failures, ledger), group (committed offsets), topics and effects. */

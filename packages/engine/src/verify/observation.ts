@@ -1,6 +1,6 @@
 /**
  * What the verifier looked at: the facts collect.ts reads from the log (Kafka) and from PostgreSQL, as plain
- * data, so that the checks (check.ts) are pure functions of it and can be tested without any service.
+ * data, so that the checks (check.ts, invariants/) are pure functions of it and can be tested without any service.
  *
  * Collection order makes the facts safe to compare although they are not one atomic snapshot: the log's end
  * offsets and records first, then each group's committed offsets, then PostgreSQL in one repeatable-read
@@ -72,7 +72,7 @@ export interface ConsumerFacts {
   retries: Array<{ eventId: string; status: 'scheduled' | 'done' | 'exhausted' | 'expired'; nextAttemptAt: number }>;
   parked: Array<{ eventId: string; aggregateId: string; version: number; parkedAt: number }>;
   blocked: Array<{ aggregateId: string; eventId: string | null; reason: 'retrying' | 'failed' }>;
-  /** The side effects the consumer's handler recorded, when a source was given (effects.ts); null: not checked. */
+  /** The side effects the consumer's handler recorded, when a source was given (effect-source.ts); null: not checked. */
   effects: EffectFacts | null;
 }
 
@@ -96,3 +96,9 @@ export interface FailureFact {
 export type EffectFacts =
   | { kind: 'log'; rows: Array<{ eventId: string; aggregateId: string; version: number }> }
   | { kind: 'counts'; rows: Array<{ aggregateId: string; version: number; count: number }> };
+
+/** The key of a partition in the checks' maps. */
+export const partitionKey = (topic: string, partition: number): string => `${topic}/${partition}`;
+
+/** The key of a record's position; also how samples name a position, e.g. `orders/2/1841`. */
+export const positionKey = (topic: string, partition: number, offset: string): string => `${topic}/${partition}/${offset}`;

@@ -1,4 +1,72 @@
-import type { ConsumerReport, Tally, VerifyReport } from './check.ts';
+import type { CheckOptions } from './options.ts';
+import type { OutboxStatus } from './observation.ts';
+import type { Tally, Violation } from './violations.ts';
+
+/**
+ * What `check()` returns: the counts behind every invariant (for the log, and per consumer) and the violations
+ * among them, plus the two views people and the fault suite read: `formatReport` and `totals`.
+ */
+export interface VerifyReport {
+  at: string;
+  ok: boolean;
+  /** One per violated invariant and scope; empty when ok. */
+  violations: Violation[];
+  options: CheckOptions;
+  log: LogReport;
+  consumers: ConsumerReport[];
+}
+
+export interface LogReport {
+  outboxEvents: number;
+  byStatus: Record<OutboxStatus, number>;
+  records: number;
+  /** Records of an event already read at a lower position: relay re-sends, the counted duplicate window. */
+  duplicates: number;
+  /** Distinct events in the log that have no outbox row (produced around the outbox). */
+  foreignEvents: number;
+  /** Records without a readable event id (not an event at all). */
+  unidentified: number;
+  lostWrites: Tally;
+  positionConflicts: Tally;
+  failedWritesRead: Tally;
+  reordered: Tally;
+  stuck: { expiredLeases: Tally; overduePending: Tally };
+}
+
+/** Where one event stands for one consumer (invariants/consumer.ts, stateOf). */
+export type EventState = 'applied' | 'ignored' | 'failed' | 'resolved' | 'retrying' | 'blocked' | 'waiting' | 'relayFailed' | 'inFlight' | 'lost';
+
+export interface ConsumerReport {
+  consumer: string;
+  effects: 'log' | 'counts' | 'none';
+  /** Events of its topics (outbox rows + events produced around the outbox) and unreadable records. */
+  events: number;
+  applied: number;
+  ignored: number;
+  /** In the failure store (open or expired). */
+  failed: number;
+  /** Failures an operator replayed or skipped, with no effect here. */
+  resolved: number;
+  retrying: number;
+  /** Parked behind a failure (of this consumer, or of the relay). */
+  blocked: number;
+  /** Parked for a gap, younger than the stuck threshold. */
+  waiting: number;
+  /** Never sent: the outbox row failed at the relay (a failure home of its own). */
+  relayFailed: number;
+  /** Not yet sent, or sent and not yet passed by the group's committed offset. */
+  inFlight: number;
+  /** Redeliveries absorbed by the inbox. */
+  duplicatesAbsorbed: number;
+  /** Same event_id, another payload: in the failure store as a conflict. */
+  conflicts: number;
+  lost: Tally;
+  /** null: no effect source, not checked. */
+  appliedTwice: Tally | null;
+  outOfOrder: Tally;
+  conflictsUnreported: Tally;
+  stuck: { overdueRetries: Tally; parkedGaps: Tally };
+}
 
 /** Totals over the consumers of a report: what the fault suite's summary line adds up. */
 export interface VerifyTotals {
@@ -41,7 +109,7 @@ export function formatReport(report: VerifyReport): string {
     );
   }
   lines.push(report.ok ? 'OK: no loss, no double effect, no reorder, nothing stuck' : `FAILED (${report.violations.length}):`);
-  for (const v of report.violations) lines.push(`  - ${v}`);
+  for (const v of report.violations) lines.push(`  - ${v.message}`);
   return lines.join('\n');
 }
 
