@@ -1,6 +1,7 @@
 // npm run bench -- <scenario> [options]: each figure beside the baselines that bound it, measured in the same run.
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import { stackUp } from '@postbox/stack';
 import { readEnvironment } from './environment.ts';
 import { HELP, parseOptions, type BenchOptions } from './options.ts';
 import { plan } from './plan.ts';
@@ -15,6 +16,9 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const { options } = parsed;
+  // As `npm test` does: the local stack starts what is not running (a cold start, jar download included, is not
+  // timed); with DATABASE_URL, REDIS_URL and KAFKA_BROKERS all set it starts nothing and checks they answer.
+  await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });
   const started = performance.now();
   const startedAt = new Date().toISOString();
   const env = await readEnvironment();

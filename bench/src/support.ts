@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { connect, createKafka, migrate, parseBrokers, type KafkaConnection, type Sql } from '@postbox/engine';
-import { stackEnv } from '@postbox/api/stack';
+import { stackEnv } from '@postbox/stack';
 
 export const stack = stackEnv();
 export const kafka: KafkaConnection = { brokers: parseBrokers(stack.KAFKA_BROKERS), clientId: 'postbox-bench' };

@@ -1,6 +1,5 @@
-// Public surface of @postbox/api. The local stack manager is exported separately as @postbox/api/stack.
+// Public surface of @postbox/api. The local stack manager is its own package, @postbox/stack.
 export { readConfig, parseTopics, type PostboxConfig } from './config/env.ts';
-export { startRelay } from './cli/relay-role.ts';
 export { readApiConfig, parseTokens, apiToken, type ApiConfig, type ApiToken, type Scope } from './config/api.ts';
 export { createApiResources, type ApiResources } from './graphql/deps.ts';
 export { startControlPlane, createControlPlaneHandler, type ControlPlane } from './graphql/server.ts';

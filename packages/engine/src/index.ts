@@ -33,6 +33,7 @@ export { runLaneCycle, type LaneTask, type CycleResult, type CycleDeps } from '.
 export { inlineExecutor, type LaneExecutor } from './relay/executor.ts';
 export { resolveRelayOptions, defaultRelayOptions, type RelayOptions } from './relay/options.ts';
 export { toRecord } from './relay/record.ts';
+export { FailureStreak } from './telemetry/failure-streak.ts';
 export { createLogger, silentLogger, REDACTED_PATHS, type Logger, type LoggerOptions } from './telemetry/logger.ts';
 export { outboxBacklog, type OutboxBacklog } from './queries/outbox-backlog.ts';
 export type { Subscriber, SubscriberSink, InboundRecord, TopicPartition, PartitionLag } from './ports/subscriber.ts';

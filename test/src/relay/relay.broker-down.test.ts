@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { stackStatus, stackUp } from '@postbox/api/stack';
+import { stackStatus, stackUp } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { checkTopic, writeEvents } from '../support/events.ts';
 import { createTopic, readTopic, uniqueTopic } from '../support/kafka.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { newEventId, reconcileLedger, RetryScheduler, scheduleRetry, type RetryJob } from '@postbox/engine';
-import { stackStatus, stackUp } from '@postbox/api/stack';
+import { stackStatus, stackUp } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { waitFor } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';

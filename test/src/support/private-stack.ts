@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { privateKafka, privatePostgres, privateRedis, type PrivateServer } from '@postbox/api/stack';
+import { privateKafka, privatePostgres, privateRedis, type PrivateServer } from '@postbox/stack';
 import { FaultProxy } from './fault-proxy.ts';
 
 /**

@@ -1,14 +1,16 @@
 import { parseArgs } from 'node:util';
 import { writeFile } from 'node:fs/promises';
 import { createLogger } from '@postbox/engine';
+import { stackEnv } from '@postbox/stack';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
 import { createApiResources } from '../graphql/deps.ts';
 import { printedSchema } from '../graphql/schema/index.ts';
 import { startControlPlane } from '../graphql/server.ts';
-import { stackEnv } from '../stack/index.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
-import { shutdownSignal, untilAborted } from './signals.ts';
+import { portHint } from './role-set.ts';
+import { runRoles } from './run-roles.ts';
+import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, audit)
 
@@ -31,17 +33,14 @@ export async function apiCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const api = readApiConfig();
-  await using _telemetry = await startTelemetry('api', { log: createLogger({ level: process.env.LOG_LEVEL ?? 'info', name: 'postbox' }) });
-  const resources = createApiResources(readConfig(stackEnv()));
+  const config = readConfig(stackEnv());
+  const log = createLogger({ level: config.logLevel, name: 'postbox' });
+  await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();
-  try {
-    const plane = await startControlPlane(api, resources.deps);
+  return runRoles(signal, log, async (roles) => {
+    const resources = await roles.start('control plane resources', async () => createApiResources(config), (r) => r.close());
+    const plane = await roles.start('control plane', () => startControlPlane(api, resources.deps), (p) => p.close(), portHint(api.port, 'POSTBOX_API_PORT'));
     console.log(`GraphQL control plane: ${plane.url}${api.production ? '' : ' (GraphiQL in a browser)'}`);
     if (api.devToken) console.log(`development operator token: Authorization: Bearer ${api.devToken}`);
-    await untilAborted(signal);
-    await plane.close();
-    return 0;
-  } finally {
-    await resources.close();
-  }
+  });
 }

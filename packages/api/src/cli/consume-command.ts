@@ -1,25 +1,14 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import {
-  ConfigError,
-  connect,
-  registerConsumer,
-  Consumer,
-  createLogger,
-  ensureTopics,
-  inlineConsumeExecutor,
-  KafkaSubscriber,
-  RetryScheduler,
-  type ConsumerDefinition,
-  type Logger,
-} from '@postbox/engine';
-import { createConsumePool } from '@postbox/workers';
+import { ConfigError, createLogger, ensureTopics, type Consumer, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
+import { stackEnv } from '@postbox/stack';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
-import { stackEnv } from '../stack/index.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
-import { shutdownSignal, untilAborted } from './signals.ts';
+import { runRoles } from './run-roles.ts';
+import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox consume — run consumers: Kafka → per-aggregate ordered, inbox-deduplicated handlers
 
@@ -57,71 +46,36 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   const signal = shutdownSignal();
   const definitions = await resolveConsumers(positionals.length > 0 ? positionals : [DEMO_CONSUMER], config);
   if (definitions.some((d) => d.name === DEMO_CONSUMER)) await ensureTopics(config.kafka, config.topics);
+  const runtime = consumerRuntime(config, log, threads === 0);
   const consumers: Consumer[] = [];
-  try {
-    for (const definition of definitions) consumers.push(await startConsumer(config, withThreads(definition, threads), log, threads === 0));
+  const stopped = async (c: Consumer) => {
+    await c.stop();
+    console.log(JSON.stringify({ 'consumer-stats': c.stats() }));
+  };
+  return runRoles(signal, log, async (roles) => {
+    for (const definition of definitions) {
+      consumers.push(await roles.start(`consumer ${definition.name}`, () => startConsumer(withThreads(definition, threads), runtime), stopped));
+    }
     console.log(`postbox consume: ${consumers.map((c) => `${c.definition.name} (${c.definition.topics.join(', ')})`).join('; ')}`);
-    const timer = progressMs > 0 ? setInterval(() => consumers.forEach((c) => console.log(JSON.stringify({ 'consumer-progress': c.stats() }))), progressMs) : null;
-    await untilAborted(signal);
-    if (timer) clearInterval(timer);
-  } finally {
-    await Promise.all(consumers.map((c) => c.stop()));
-    for (const c of consumers) console.log(JSON.stringify({ 'consumer-stats': c.stats() }));
-  }
-  return 0;
-}
-
-/**
- * Starts one consumer: a Kafka consumer group member, with a piscina pool (or the main thread when threads = 0),
- * and its durable retry schedule (ledger in PostgreSQL, alarm in Redis) when a Redis URL is configured.
- */
-export async function startConsumer(config: PostboxConfig, definition: ConsumerDefinition, log: Logger, inline = false): Promise<Consumer> {
-  await announce(config, definition);
-  const subscriber = new KafkaSubscriber({
-    ...config.kafka,
-    clientId: `${config.kafka.clientId ?? 'postbox'}-consumer`,
-    groupId: definition.groupId,
-    topics: definition.topics,
-    fromBeginning: definition.fromBeginning,
-    sessionTimeoutMs: config.kafkaSessionTimeoutMs,
-    heartbeatIntervalMs: config.kafkaHeartbeatMs,
-    onCrash: ({ error, restart, replaced, retryInMs }) => {
-      const fields = { consumer: definition.name, err: error.message, error_name: error.name, restart, replaced, retryInMs };
-      if (replaced) log.error(fields, 'kafka consumer member crashed and kafkajs gave up on it; a new member joins the group');
-      else log.warn(fields, 'kafka consumer member crashed; kafkajs restarts it');
-    },
+    if (progressMs > 0) {
+      const print = () => consumers.forEach((c) => console.log(JSON.stringify({ 'consumer-progress': c.stats() })));
+      await roles.start('progress', async () => setInterval(print, progressMs), async (timer) => clearInterval(timer));
+    }
   });
-  const executor = inline ? inlineConsumeExecutor(definition, config.databaseUrl) : createConsumePool({ databaseUrl: config.databaseUrl, definition });
-  const retries = config.redisUrl
-    ? {
-        scheduler: new RetryScheduler({ redisUrl: config.redisUrl, consumer: definition.name, concurrency: inline ? 1 : definition.limits.threads }),
-        sql: connect({ url: config.databaseUrl, max: 2, applicationName: `postbox-retry-${definition.name}` }),
-        reconcileIntervalMs: config.retryReconcileMs,
-      }
-    : undefined;
-  const consumer = new Consumer({ definition, subscriber, executor, log, ...(retries ? { retries } : {}) });
-  try {
-    await consumer.start();
-  } catch (cause) {
-    await consumer.stop().catch(() => {});
-    await retries?.sql.end({ timeout: 5 });
-    throw cause;
-  }
-  if (!retries) return consumer;
-  // The retry pool closes after the consumer (due retries finish during stop()).
-  const stop = consumer.stop.bind(consumer);
-  consumer.stop = () => stop().finally(() => retries.sql.end({ timeout: 5 }));
-  return consumer;
 }
 
-/** The control plane finds a consumer's group and topics in the registry (for lag and rates). */
-async function announce(config: PostboxConfig, definition: ConsumerDefinition): Promise<void> {
-  const sql = connect({ url: config.databaseUrl, max: 1, applicationName: `postbox-consumer-${definition.name}` });
-  try {
-    await registerConsumer(sql, { name: definition.name, groupId: definition.groupId, topics: definition.topics });
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+/** The consumer runtime's options from the resolved configuration. */
+export function consumerRuntime(config: PostboxConfig, log: Logger, inline = false): ConsumerRuntimeOptions {
+  return {
+    databaseUrl: config.databaseUrl,
+    kafka: config.kafka,
+    redisUrl: config.redisUrl,
+    retryReconcileMs: config.retryReconcileMs,
+    inline,
+    log,
+    ...(config.kafkaSessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: config.kafkaSessionTimeoutMs }),
+    ...(config.kafkaHeartbeatMs === undefined ? {} : { heartbeatIntervalMs: config.kafkaHeartbeatMs }),
+  };
 }
 
 function withThreads(definition: ConsumerDefinition, threads: number | undefined): ConsumerDefinition {

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, connect, listBlocked, listFailures, purgeFailurePayloads, readFailure, replayFailures, RetryScheduler, type FailureFilter } from '@postbox/engine';
-import { stackEnv } from '../stack/index.ts';
+import { stackEnv } from '@postbox/stack';
 
 const HELP = `postbox failures — find, inspect and replay failed events
 

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { connect, migrate } from '@postbox/engine';
-import { stackEnv } from '../stack/index.ts';
+import { stackEnv } from '@postbox/stack';
 
 const HELP = `postbox migrate — apply the forward-only migrations in migrations/ (safe to run from many processes at once)
 

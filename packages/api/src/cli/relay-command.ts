@@ -1,14 +1,16 @@
 import { parseArgs } from 'node:util';
-import { createLogger } from '@postbox/engine';
-import { readConfig } from '../config/env.ts';
-import { stackEnv } from '../stack/index.ts';
+import { ConfigError, createLogger, type Logger } from '@postbox/engine';
+import { stackEnv } from '@postbox/stack';
+import { startRelay } from '@postbox/workers';
+import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
-import { relaySql, startRelay } from './relay-role.ts';
-import { shutdownSignal, untilAborted } from './signals.ts';
+import { StartInterrupted } from './role-set.ts';
+import { runRoles } from './run-roles.ts';
+import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox relay — carry committed outbox events to Kafka (run as many as you like; lanes are shared)
 
-Environment: DATABASE_URL, KAFKA_BROKERS, POSTBOX_TOPICS, POSTBOX_RELAY_* (see README, Configuration).
+Environment: DATABASE_URL, KAFKA_BROKERS, POSTBOX_TOPICS, POSTBOX_RELAY_* (see docs/configuration.md).
 Options:
   --threads N   publish worker threads (0 = publish on the main thread); overrides POSTBOX_RELAY_THREADS
   -h, --help    this text
@@ -20,17 +22,20 @@ export async function relayCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const config = readConfig(stackEnv(), values.threads === undefined ? process.env : { ...process.env, POSTBOX_RELAY_THREADS: values.threads });
+  const threads = values.threads === undefined ? undefined : Number(values.threads);
+  if (threads !== undefined && (!Number.isInteger(threads) || threads < 0)) throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
+  const config = readConfig(stackEnv(), process.env, threads === undefined ? {} : { relayThreads: threads });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();
-  const sql = relaySql(config);
-  try {
-    const relay = await startRelay(config, sql, log, signal);
-    await untilAborted(signal);
-    await relay?.stop();
-    return 0;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  return runRoles(signal, log, async (roles) => {
+    await roles.start('relay', () => startRelayOrAbort(config, log, signal), (relay) => relay.stop());
+  });
+}
+
+/** The relay of the configured topics; a stop signal while Kafka is not ready ends the start. */
+export async function startRelayOrAbort(config: PostboxConfig, log: Logger, signal: AbortSignal) {
+  const relay = await startRelay({ databaseUrl: config.databaseUrl, kafka: config.kafka, topics: config.topics, relay: config.relay, threads: config.relayThreads, log, signal });
+  if (!relay) throw new StartInterrupted('relay');
+  return relay;
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { stackDown, stackStatus, stackUp } from '../stack/index.ts';
+import { stackDown, stackStatus, stackUp } from '@postbox/stack';
 
 const USAGE = `Usage: postbox stack <command> [options]
 

@@ -1,20 +1,26 @@
 import { parseArgs } from 'node:util';
-import { connect, createLogger, createWaker, migrate, outboxBacklog } from '@postbox/engine';
+import { connect, createLogger, createWaker, migrate, outboxBacklog, type Consumer, type Sql } from '@postbox/engine';
+import { stackUp } from '@postbox/stack';
+import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
 import { createApiResources } from '../graphql/deps.ts';
 import { startControlPlane } from '../graphql/server.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
-import { startOrderService } from '../demo/order-service.ts';
+import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
-import { startConsumer } from './consume-command.ts';
-import { stackUp } from '../stack/index.ts';
-import { relaySql, startRelay } from './relay-role.ts';
-import { shutdownSignal, untilAborted } from './signals.ts';
+import { consumerRuntime } from './consume-command.ts';
+import { startRelayOrAbort } from './relay-command.ts';
+import { portHint, StartInterrupted } from './role-set.ts';
+import { runRoles } from './run-roles.ts';
+import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox start — the whole system on this machine: local stack (what is missing), migrations, relay,
 a demo order service producing traffic, its projection consumer, and the GraphQL control plane
 (POSTBOX_API_PORT, default 4000). Prints progress every 5 s; Ctrl-C stops it cleanly.
+
+The parts start as one unit: if one cannot start (a port in use, a service down), those already started stop
+again and the command exits 1 with one line saying what failed.
 
 Environment: as for postbox relay, plus POSTBOX_DEMO_RATE (events/s, default 50; 0 = no demo traffic).
 Options:
@@ -28,27 +34,39 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
   const signal = shutdownSignal();
   const stack = await stackUp({ log: (line) => console.log(line) });
-  const config = readConfig(stack);
-  const log = createLogger({ level: process.env.LOG_LEVEL ?? 'warn', name: 'postbox' });
+  if (signal.aborted) return 0;
+  const config = readConfig(stack, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
+  const apiConfig = readApiConfig();
+  const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });
-  const sql = connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' });
-  const rsql = relaySql(config);
-  try {
-    await migrate(sql, { log: (line) => console.log(`migrate: ${line}`) });
-    const relay = await startRelay(config, rsql, log, signal);
-    if (!relay) return 0;
+  const topic = config.topics[0]!.topic;
+  // Started in this order and stopped in reverse: control plane, demo, relay (finishing its batches), consumer
+  // (committing offsets), then the demo's pool.
+  return runRoles(signal, log, async (roles) => {
+    const sql = await roles.start('database', async () => connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' }), (s: Sql) => s.end({ timeout: 5 }));
+    await roles.start('migrations', () => migrate(sql, { log: (line) => console.log(`migrate: ${line}`) }), async () => {});
+    const topics = async () => {
+      if (!(await awaitTopics({ kafka: config.kafka, topics: config.topics, log, signal }))) throw new StartInterrupted('topics');
+    };
+    await roles.start('topics', topics, async () => {});
+    const consumer = await roles.start('consumer', () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log)), (c: Consumer) => c.stop());
+    const relay = await roles.start('relay', () => startRelayOrAbort(config, log, signal), (r) => r.stop());
     const waker = createWaker(sql);
-    const topic = config.topics[0]!.topic;
-    const consumer = await startConsumer(config, demoProjectionConsumer(topic), log);
-    const demo = config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate }) : null;
-    const apiConfig = readApiConfig();
-    const resources = createApiResources(config);
-    const plane = await startControlPlane(apiConfig, resources.deps);
+    const demo = await roles.start(
+      'demo order service',
+      async () => (config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate, log }) : null),
+      async (d: DemoOrderService | null) => {
+        await d?.stop();
+        await waker.flush();
+      },
+    );
+    const resources = await roles.start('control plane resources', async () => createApiResources(config), (r) => r.close());
+    const plane = await roles.start('control plane', () => startControlPlane(apiConfig, resources.deps), (p) => p.close(), portHint(apiConfig.port, 'POSTBOX_API_PORT'));
     console.log(`GraphQL control plane: ${plane.url}${apiConfig.production ? '' : ' (GraphiQL in a browser)'}`);
     if (apiConfig.devToken) console.log(`development operator token (this run only): Authorization: Bearer ${apiConfig.devToken}`);
-    console.log(`postbox running: relay ${relay.owner} (lanes ${relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`);
+    console.log(`postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`);
     console.log('Ctrl-C to stop.');
-    const progress = setInterval(() => {
+    const progress = () => {
       void outboxBacklog(sql).then(
         (b) => {
           const age = b.oldestPendingAgeMs === null ? '-' : `${(b.oldestPendingAgeMs / 1000).toFixed(1)}s`;
@@ -59,20 +77,14 @@ export async function startCommand(argv: string[]): Promise<number> {
         },
         (cause: unknown) => console.log(`progress: database unavailable (${(cause as Error).message})`),
       );
-    }, 5000);
-    await untilAborted(signal);
-    console.log('stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
-    clearInterval(progress);
-    await plane.close();
-    await resources.close();
-    await demo?.stop();
-    await waker.flush();
-    await relay.stop();
-    await consumer.stop();
+    };
+    await roles.start('progress', async () => setInterval(progress, 5000), async (timer) => {
+      clearInterval(timer);
+      console.log('stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
+    });
+  }).then((code) => {
+    if (!signal.aborted) return code;
     console.log('stopped cleanly; the stack keeps running (npm run stack -- down to stop it)');
-    return 0;
-  } finally {
-    await sql.end({ timeout: 5 });
-    await rsql.end({ timeout: 5 });
-  }
+    return code;
+  });
 }

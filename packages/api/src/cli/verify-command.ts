@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { check, collect, ConfigError, connect, formatReport, KafkaOffsets, KafkaTopicReader, listConsumers, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine';
+import { stackEnv } from '@postbox/stack';
 import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
-import { stackEnv } from '../stack/index.ts';
 
 const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
 
@@ -24,6 +24,8 @@ happened (event_id, aggregate_id, aggregate_version); --effects-counts one row p
 (aggregate_id, version, applied_count). $1 in the query is the consumer's name. Without either, double effects
 are not checked (the demo consumer, ${DEMO_CONSUMER}, uses its projection's counts).
 --final: everything should have settled; events still in flight are a violation too.
+--json: the report as JSON; each violation names its invariant (e.g. lost, applied-twice, out-of-order), the
+consumer (null: the log), a count, sample ids and whether only a final check fails on it.
 Exit code: 0 when every check holds, 1 on any violation, 2 on a usage error.
 Environment: DATABASE_URL, KAFKA_BROKERS.`;
 

@@ -1,6 +1,6 @@
 import { ConfigError, parseBrokers, resolveRelayOptions, type KafkaConnection, type RelayOptions, type TopicSpec } from '@postbox/engine';
 import type { SASLOptions } from 'kafkajs';
-import type { StackEnv } from '../stack/index.ts';
+import type { StackEnv } from '@postbox/stack';
 
 /**
  * Every setting Postbox reads from the environment, resolved once and validated with messages that say how to
@@ -21,30 +21,41 @@ export interface PostboxConfig {
    * Consumer group session: a member silent this long is dropped and its partitions move (a crashed process
    * holds them until then). Within the broker's group.min/max.session.timeout.ms.
    */
-  kafkaSessionTimeoutMs: number;
-  kafkaHeartbeatMs: number;
+  kafkaSessionTimeoutMs: number | undefined;
+  kafkaHeartbeatMs: number | undefined;
 }
 
-export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env): PostboxConfig {
+/** Settings given as command-line flags: they win over the environment, and never rewrite it. */
+export interface ConfigOverrides {
+  relayThreads?: number;
+  logLevel?: string;
+}
+
+/**
+ * Reads every variable once. Defaults live where the options are resolved (resolveRelayOptions for the relay,
+ * the consumer runtime for Kafka's session): a variable that is not set is passed on as not set.
+ */
+export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): PostboxConfig {
+  const relay = {
+    batchSize: optionalInt(env, 'POSTBOX_RELAY_BATCH_SIZE'),
+    leaseMs: optionalInt(env, 'POSTBOX_RELAY_LEASE_MS'),
+    laneLeaseMs: optionalInt(env, 'POSTBOX_RELAY_LANE_LEASE_MS'),
+    pollMs: optionalInt(env, 'POSTBOX_RELAY_POLL_MS'),
+    maxInFlight: optionalInt(env, 'POSTBOX_RELAY_IN_FLIGHT'),
+    maxAttempts: optionalInt(env, 'POSTBOX_RELAY_MAX_ATTEMPTS'),
+  };
   return {
     databaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
     kafka: kafkaConnection(stack.KAFKA_BROKERS, env),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
-    relay: resolveRelayOptions({
-      batchSize: int(env, 'POSTBOX_RELAY_BATCH_SIZE', 500),
-      leaseMs: int(env, 'POSTBOX_RELAY_LEASE_MS', 30_000),
-      laneLeaseMs: int(env, 'POSTBOX_RELAY_LANE_LEASE_MS', 10_000),
-      pollMs: int(env, 'POSTBOX_RELAY_POLL_MS', 1000),
-      maxInFlight: int(env, 'POSTBOX_RELAY_IN_FLIGHT', 4),
-      maxAttempts: int(env, 'POSTBOX_RELAY_MAX_ATTEMPTS', 50),
-    }),
-    relayThreads: int(env, 'POSTBOX_RELAY_THREADS', 2, 0),
-    logLevel: env.LOG_LEVEL ?? 'info',
-    demoRate: int(env, 'POSTBOX_DEMO_RATE', 50, 0),
-    retryReconcileMs: int(env, 'POSTBOX_RETRY_RECONCILE_MS', 60_000, 1000),
-    kafkaSessionTimeoutMs: int(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 30_000, 1000),
-    kafkaHeartbeatMs: int(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 3000, 100),
+    relay: resolveRelayOptions(definedOnly(relay)),
+    relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,
+    logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
+    demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
+    retryReconcileMs: optionalInt(env, 'POSTBOX_RETRY_RECONCILE_MS', 1000) ?? 60_000,
+    kafkaSessionTimeoutMs: optionalInt(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 1000),
+    kafkaHeartbeatMs: optionalInt(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 100),
   };
 }
 
@@ -82,10 +93,14 @@ export function parseTopics(value: string): TopicSpec[] {
     });
 }
 
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 1): number {
+function optionalInt(env: NodeJS.ProcessEnv, name: string, min = 1): number | undefined {
   const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+  if (raw === undefined || raw === '') return undefined;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer ≥ ${min}, got "${raw}"`);
   return value;
+}
+
+function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
 }

@@ -1,4 +1,4 @@
-import { enqueue, expectRows, newEventId, transaction, type Sql, type Waker } from '@postbox/engine';
+import { backoffDelayMs, enqueue, expectRows, FailureStreak, newEventId, silentLogger, transaction, type Logger, type Sql, type Waker } from '@postbox/engine';
 
 /**
  * The demo business: orders placed, paid, shipped and delivered, each change and its event committed in one
@@ -16,7 +16,14 @@ export interface DemoOrderService {
   stop(): Promise<void>;
 }
 
-export function startOrderService(sql: Sql, waker: Waker, options: { topic: string; ratePerSecond: number }): DemoOrderService {
+export interface OrderServiceOptions {
+  topic: string;
+  ratePerSecond: number;
+  /** Failure streaks are logged here (once when they start, now and then while they last, once when they end). */
+  log?: Logger;
+}
+
+export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceOptions): DemoOrderService {
   const open: Array<{ id: string; state: string; version: number }> = [];
   let committed = 0;
   let running = Promise.resolve();
@@ -59,15 +66,33 @@ export function startOrderService(sql: Sql, waker: Waker, options: { topic: stri
     }
   };
 
-  const timer = setInterval(() => {
-    // One tick at a time; a slow database delays the demo, it does not pile up work.
-    running = running.then(tick).catch((cause: unknown) => console.error(`demo order service: ${(cause as Error).message}`));
-  }, 100);
+  // One tick every 100 ms, one at a time: a slow database delays the demo, it does not pile up work. A failing
+  // tick (the database away) backs off as the rest of Postbox does, and the streak is logged as one.
+  const streak = new FailureStreak(options.log ?? silentLogger, 'demo order service');
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+  const schedule = (delayMs: number) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = tick().then(
+        () => {
+          streak.succeeded();
+          schedule(100);
+        },
+        (cause: unknown) => {
+          streak.failed(cause);
+          schedule(Math.max(100, backoffDelayMs(streak.count)));
+        },
+      );
+    }, delayMs);
+  };
+  schedule(100);
 
   return {
     committed: () => committed,
     async stop() {
-      clearInterval(timer);
+      stopped = true;
+      if (timer) clearTimeout(timer);
       await running;
     },
   };

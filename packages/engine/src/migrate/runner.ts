@@ -91,5 +91,6 @@ export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<n
     }
   });
   for (const v of done) log(`applied ${String(v).padStart(4, '0')}_${files[v - 1]!.name}`);
+  if (done.length === 0) log(`up to date (${files.length} migrations)`);
   return done;
 }

@@ -24,7 +24,7 @@ export interface StackPaths {
 
 /** `<repo root>/.postbox`, found from this file so it does not depend on the caller's working directory. */
 export function defaultHome(): string {
-  const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
+  const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
   return path.join(repoRoot, '.postbox');
 }
 

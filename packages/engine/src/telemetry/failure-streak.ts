@@ -1,0 +1,41 @@
+import type { Logger } from './logger.ts';
+
+/**
+ * A run of failures of one loop, logged as a run: a line at its first failure, one every `every` failures
+ * while it lasts, and one when it ends — not a line per attempt (a database away for half an hour once wrote
+ * 17,000 identical lines).
+ */
+export class FailureStreak {
+  readonly #log: Logger;
+  readonly #what: string;
+  readonly #every: number;
+  #count = 0;
+  #since = 0;
+
+  constructor(log: Logger, what: string, every = 50) {
+    this.#log = log;
+    this.#what = what;
+    this.#every = every;
+  }
+
+  /** Failures in the current streak (0: the last attempt succeeded). */
+  get count(): number {
+    return this.#count;
+  }
+
+  failed(cause: unknown, fields: Record<string, unknown> = {}): void {
+    this.#count++;
+    if (this.#count === 1) {
+      this.#since = Date.now();
+      this.#log.warn({ ...fields, err: String(cause) }, `${this.#what} failed; retrying with backoff`);
+    } else if (this.#count % this.#every === 0) {
+      this.#log.warn({ ...fields, err: String(cause), failures: this.#count, forMs: Date.now() - this.#since }, `${this.#what} still failing`);
+    }
+  }
+
+  succeeded(): void {
+    if (this.#count === 0) return;
+    this.#log.warn({ failures: this.#count, forMs: Date.now() - this.#since }, `${this.#what} recovered`);
+    this.#count = 0;
+  }
+}

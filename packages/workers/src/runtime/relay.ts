@@ -1,0 +1,101 @@
+import {
+  backoffDelayMs,
+  connect,
+  ensureTopics,
+  inlineExecutor,
+  KafkaPublisher,
+  Relay,
+  silentLogger,
+  type KafkaConnection,
+  type Logger,
+  type RelayOptions,
+  type TopicSpec,
+} from '@postbox/engine';
+import { createPublishPool } from '../pools.ts';
+
+/** What a relay needs to run in a service: where the outbox and the broker are, and how to run. */
+export interface RelayRuntimeOptions {
+  databaseUrl: string;
+  kafka: KafkaConnection;
+  /** Topics created (when missing) before the relay starts: the relay never relies on auto-create. */
+  topics: TopicSpec[];
+  relay: RelayOptions;
+  /** Publish worker threads, each with its own producer; 0 publishes on the calling thread. @defaultValue 2 */
+  threads?: number;
+  log?: Logger;
+  /** Aborting it during start-up (Kafka not ready yet) gives up: `startRelay` resolves null. */
+  signal?: AbortSignal;
+}
+
+/** A started relay and the resources it owns; `stop()` finishes in-flight batches, hands back lanes, closes. */
+export interface RunningRelay {
+  relay: Relay;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a relay for the configured topics: topics created first (retried with backoff while Kafka is down),
+ * then the relay with its own PostgreSQL pool and a worker pool (or on this thread when threads = 0).
+ * Resolves null when `signal` aborted before it could start; nothing is left open then.
+ */
+export async function startRelay(options: RelayRuntimeOptions): Promise<RunningRelay | null> {
+  const log = options.log ?? silentLogger;
+  if (!(await topicsReady(options, log))) return null;
+  const sql = connect({ url: options.databaseUrl, max: 4, applicationName: 'postbox-relay' });
+  const threads = options.threads ?? 2;
+  const executor =
+    threads === 0
+      ? inlineExecutor({ sql, publisher: new KafkaPublisher(options.kafka), options: options.relay })
+      : createPublishPool({ databaseUrl: options.databaseUrl, kafka: options.kafka, relay: options.relay, threads });
+  const relay = new Relay({ sql, executor, options: options.relay, log });
+  const stop = async () => {
+    try {
+      await relay.stop();
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  };
+  try {
+    await relay.start();
+  } catch (cause) {
+    await stop().catch(() => {});
+    throw cause;
+  }
+  return { relay, stop };
+}
+
+/**
+ * Creates the topics that are missing, retrying with backoff while Kafka is not ready; false when `signal`
+ * aborted first. Consumers of a new topic start after this (a group cannot join a topic that does not exist).
+ */
+export async function awaitTopics(options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'log' | 'signal'>): Promise<boolean> {
+  return topicsReady(options, options.log ?? silentLogger);
+}
+
+async function topicsReady(options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'signal'>, log: Logger): Promise<boolean> {
+  for (let attempt = 0; !options.signal?.aborted; attempt++) {
+    try {
+      await ensureTopics(options.kafka, options.topics);
+      return true;
+    } catch (cause) {
+      const delay = Math.max(250, backoffDelayMs(attempt));
+      if (attempt === 0 || attempt % 10 === 0) {
+        log.warn({ err: (cause as Error).message, retryInMs: delay, attempt }, 'kafka not ready; will create topics when it is');
+      }
+      await abortableDelay(delay, options.signal);
+    }
+  }
+  return false;
+}
+
+function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
