@@ -5,6 +5,7 @@ import { NoSchemaIntrospectionCustomRule } from 'graphql';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import type { ApiConfig } from '../config/api.ts';
 import { callerOf } from './auth.ts';
+import { graphiqlAssets, renderGraphiQL } from './graphiql.ts';
 import type { ApiContext, ApiDeps } from './context.ts';
 import { schema } from './schema/index.ts';
 
@@ -18,7 +19,8 @@ export interface ControlPlane {
 /**
  * The GraphQL control plane over HTTP (graphql-yoga): bearer-token callers, graphql-armor limits checked
  * before execution, introspection only outside production or for admin, errors masked (a GraphQLError a
- * resolver meant to show passes; anything else becomes "Unexpected error."), single requests only.
+ * resolver meant to show passes; anything else becomes "Unexpected error."), single requests only. GraphiQL
+ * (development only) comes from this server, never a CDN, under a strict content security policy.
  */
 export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
   return createYoga<{}, ApiContext>({
@@ -28,8 +30,10 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
     batching: false,
     landingPage: false,
     graphiql: config.production ? false : { title: 'Postbox control plane', headers: JSON.stringify({ Authorization: 'Bearer <token>' }) },
+    renderGraphiQL,
     context: ({ request }): ApiContext => ({ caller: callerOf(request.headers.get('authorization'), config.tokens), deps, production: config.production, audits: [] }),
     plugins: [
+      ...(config.production ? [] : [graphiqlAssets()]),
       bodyLimit(config.maxBodyBytes),
       EnvelopArmorPlugin({
         // The schema has no cycles; only introspection nests deep (GraphiQL’s own query is 21 levels deep).
