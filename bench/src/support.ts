@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { connect, createKafka, migrate, parseBrokers, type KafkaConnection, type Sql } from '@postbox/engine';
+import { connect, migrate, type Sql } from '@postbox/engine';
+import { createKafka, parseBrokers, type KafkaConnection } from '@postbox/engine/kafka';
 import { stackEnv } from '@postbox/stack';
 
 export const stack = stackEnv();

@@ -1,5 +1,7 @@
 import { compatibilityPartitioner, findErrorBy, ProduceAcks, Producer, stringSerializer, type GenericError } from '@platformatic/kafka';
-import { BrokerError, type KafkaConnection, type OutboundMessage, type Publisher, type PublishOutcome } from '@postbox/engine';
+import { BrokerError } from '@postbox/engine';
+import type { KafkaConnection } from '@postbox/engine/kafka';
+import type { OutboundMessage, Publisher, PublishOutcome } from '@postbox/engine/runtime';
 
 // Protocol errors no retry fixes (the engine's kafkajs adapter treats the same ones as permanent).
 const PERMANENT = new Set([

@@ -3,7 +3,7 @@ import { rate } from '../report.ts';
 import { benchDatabase, perSecond, progressBar, type BenchDatabase } from '../support.ts';
 
 /**
- * The raw claim + mark cycle with the seed's SQL (shared/seed §4 table and ready index, §6 claim), batch 500,
+ * The raw claim + mark cycle with the seed's SQL (the source article's table, ready index and claim; docs/design.md §5), batch 500,
  * 4 claimers, no publishing: claim in a short transaction (FOR UPDATE SKIP LOCKED), then mark the batch
  * published with one UPDATE … WHERE event_id = ANY($1). Two UPDATEs per event: the ceiling of the per-row
  * design on this machine. Measured twice: ordered by (available_at, created_at), the order the seed's partial
@@ -27,7 +27,7 @@ export async function claimMarkBaseline({ options, report }: Bench): Promise<voi
   }
 }
 
-/** The seed's table and index (shared/seed §4), in the bench's own database: not Postbox's schema. */
+/** The seed's table and index (docs/design.md §5), in the bench's own database: not Postbox's schema. */
 async function createSeedTable(db: BenchDatabase): Promise<void> {
   await db.sql`
     CREATE TABLE seed_outbox (

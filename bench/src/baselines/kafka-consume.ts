@@ -1,4 +1,4 @@
-import { createKafka } from '@postbox/engine';
+import { createKafka } from '@postbox/engine/kafka';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
 import { benchTopic, deleteTopics, kafka, perSecond, progressBar, trackGroup, uniqueName, until } from '../support.ts';

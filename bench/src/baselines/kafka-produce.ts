@@ -1,4 +1,5 @@
-import { createKafka, newEventId } from '@postbox/engine';
+import { newEventId } from '@postbox/engine';
+import { createKafka } from '@postbox/engine/kafka';
 import { Partitioners } from 'kafkajs';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';

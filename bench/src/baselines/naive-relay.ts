@@ -1,4 +1,4 @@
-import { createKafka, toRecord } from '@postbox/engine';
+import { createKafka, toRecord } from '@postbox/engine/kafka';
 import { Partitioners } from 'kafkajs';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';

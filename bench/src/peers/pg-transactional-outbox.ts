@@ -1,4 +1,4 @@
-import { createKafka } from '@postbox/engine';
+import { createKafka } from '@postbox/engine/kafka';
 import { Partitioners } from 'kafkajs';
 import { DatabaseSetup, getDisabledLogger, initializePollingMessageListener, type GeneralMessageHandler, type TransactionalMessage } from 'pg-transactional-outbox';
 import type { Bench } from '../context.ts';

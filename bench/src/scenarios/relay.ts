@@ -1,4 +1,4 @@
-import type { Publisher } from '@postbox/engine';
+import type { Publisher } from '@postbox/engine/runtime';
 import { PlatformaticPublisher } from '../adapters/platformatic-publisher.ts';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';

@@ -1,4 +1,5 @@
-import { KafkaPublisher, newEventId, toRecord, type Sql } from '@postbox/engine';
+import { newEventId, type Sql } from '@postbox/engine';
+import { KafkaPublisher, toRecord } from '@postbox/engine/kafka';
 import { kafka } from '../support.ts';
 
 /** The shape of every bench event: aggregate `<prefix>-<i mod aggregates>`, versions 1, 2, … in sequence order. */

@@ -1,18 +1,14 @@
+import { connect, defineConsumer, type ConsumerLimits, type Sql } from '@postbox/engine';
+import { KafkaPublisher, KafkaSubscriber } from '@postbox/engine/kafka';
 import {
-  connect,
   Consumer,
-  defineConsumer,
   inlineExecutor,
-  KafkaPublisher,
-  KafkaSubscriber,
   Relay,
   resolveRelayOptions,
-  type ConsumerLimits,
   type ConsumerStats,
   type Publisher,
   type RelayOptions,
-  type Sql,
-} from '@postbox/engine';
+} from '@postbox/engine/runtime';
 import { createConsumePool, createPublishPool } from '@postbox/workers';
 import { kafka, trackGroup, type BenchDatabase } from '../support.ts';
 

@@ -1,4 +1,5 @@
-import { createKafka, type Sql } from '@postbox/engine';
+import type { Sql } from '@postbox/engine';
+import { createKafka } from '@postbox/engine/kafka';
 import { kafka, sleep, uniqueName, until, type BenchDatabase } from '../support.ts';
 import { spawnConsumer, spawnRelay, type RoleProcess } from './processes.ts';
 

@@ -1,4 +1,5 @@
-import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult, ConsumerDefinition } from '@postbox/engine';
+import type { ConsumerDefinition } from '@postbox/engine';
+import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { fixedPool } from './fixed-pool.ts';
 import { ThreadTelemetry } from './thread-telemetry.ts';

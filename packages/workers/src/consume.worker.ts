@@ -2,7 +2,7 @@
 // its PostgreSQL pool (limits.databasePoolSize); a task is one packed batch of records of distinct aggregates,
 // run in one engine-owned transaction (see engine consumer/consume-step.ts). Only bytes and counts cross over.
 import { workerData } from 'node:worker_threads';
-import { consumeBatch, consumerSql, loadHandler, type ConsumeTask } from '@postbox/engine';
+import { consumeBatch, consumerSql, loadHandler, type ConsumeTask } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { startThreadTelemetry } from './thread-telemetry.ts';
 

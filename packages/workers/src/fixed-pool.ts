@@ -10,7 +10,7 @@ export interface FixedPool {
 /**
  * Threads live as long as the pool (a long idleTimeout: an idle thread that ended would drop its producer,
  * database pool and handler), the queue is bounded, and atomics are off so a thread waiting for its next task
- * keeps serving its sockets (FIELD-NOTES, piscina).
+ * keeps serving its sockets (piscina's default 'sync' parks the thread between tasks).
  */
 export function fixedPool(worker: URL, workerData: unknown, threads: number, maxQueue: number, telemetry?: ThreadTelemetry): FixedPool {
   const pool = new Piscina({

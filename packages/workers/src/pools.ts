@@ -1,4 +1,4 @@
-import type { CycleResult, LaneExecutor, LaneTask } from '@postbox/engine';
+import type { CycleResult, LaneExecutor, LaneTask } from '@postbox/engine/runtime';
 import { fixedPool } from './fixed-pool.ts';
 import type { PublishWorkerData } from './publish-worker-data.ts';
 import { ThreadTelemetry } from './thread-telemetry.ts';

@@ -1,4 +1,5 @@
-import type { KafkaConnection, RelayOptions } from '@postbox/engine';
+import type { KafkaConnection } from '@postbox/engine/kafka';
+import type { RelayOptions } from '@postbox/engine/runtime';
 import type { ThreadTelemetryOptions } from './thread-telemetry.ts';
 
 /** What a publish worker thread needs to open its own connections. Plain data: it is structured-cloned. */

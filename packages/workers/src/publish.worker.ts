@@ -2,7 +2,9 @@
 // opened once when the thread starts; a task is one lane batch (claim → publish → settle), so no rows cross
 // the thread boundary, only the small task and its counts.
 import { workerData } from 'node:worker_threads';
-import { connect, KafkaPublisher, runLaneCycle, type LaneTask } from '@postbox/engine';
+import { connect } from '@postbox/engine';
+import { KafkaPublisher } from '@postbox/engine/kafka';
+import { runLaneCycle, type LaneTask } from '@postbox/engine/runtime';
 import type { PublishWorkerData } from './publish-worker-data.ts';
 import { startThreadTelemetry } from './thread-telemetry.ts';
 

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { BroadcastChannel, threadId } from 'node:worker_threads';
-import { otelRequest } from '@postbox/engine';
+import { otelRequest } from '@postbox/engine/runtime';
 
 /**
  * Tracing inside piscina threads. A worker thread has its own copy of the OpenTelemetry API globals, so for the
- * SDK it is a separate process (FIELD-NOTES): each thread that traces starts its own SDK from the same OTEL_*
+ * SDK it is a separate process (the SDK keeps per-thread state): each thread that traces starts its own SDK from the same OTEL_*
  * variables as the main thread and exports its spans itself. The spans are made where their data is — the relay
  * cycle's rows, the consume task's records — and the context a span needs from the main thread travels in the
  * task (a due retry's span, ConsumeTask.traceparent). Metrics are not made here: the main thread records them

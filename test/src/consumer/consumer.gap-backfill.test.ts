@@ -1,6 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backfillGaps, enqueueMany, reportGaps, type Relay } from '@postbox/engine';
+import { enqueueMany } from '@postbox/engine';
+import { backfillGaps, reportGaps } from '@postbox/engine/control';
+import type { Relay } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';

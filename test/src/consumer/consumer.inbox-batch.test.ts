@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { consumeBatch, defineConsumer, encodeTask, loadHandler, type ConsumeStepDeps } from '@postbox/engine';
+import { defineConsumer } from '@postbox/engine';
+import { consumeBatch, encodeTask, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord } from '../support/consumer.ts';
 

@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AssignerProtocol, Kafka, logLevel, type Consumer as KafkaConsumer, type PartitionAssigner } from 'kafkajs';
-import type { SubscriberCrash } from '@postbox/engine';
+import type { SubscriberCrash } from '@postbox/engine/kafka';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';

@@ -10,7 +10,7 @@ import { restart, startPrivateStack, type PrivateStack } from '../support/privat
 import { stack as shared } from '../support/stack.ts';
 
 // The database's disk fills up under load: a private PostgreSQL whose data directory is a size-limited tmpfs
-// (FIELD-NOTES: tmpfs ignores fsync, so this proves disk-full behaviour only, not durability), filled by a
+// (tmpfs ignores fsync, so this proves disk-full behaviour only, not durability), filled by a
 // ballast file. Writes must fail with a clear error and leave no partial state (a business row and its outbox
 // row commit together or not at all); once the ballast is gone everything recovers — the server restarted if
 // it had shut itself down, as an operator would — and the verifier finds nothing lost.

@@ -9,7 +9,7 @@ import { waitFor } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 import { failpointLoop, type FailpointLoopResult } from './support/failpoint-loop.ts';
 
-// kill -9 at every crash boundary of DESIGN §12, ITERATIONS times each, with load running: the writer at
+// kill -9 at every crash boundary of docs/design.md §12, ITERATIONS times each, with load running: the writer at
 // outbox.after-commit, the relay at relay.after-publish-before-mark, consumers at
 // consumer.after-commit-before-offset and retry.after-ledger-before-enqueue (the four loops run at once, each
 // restarting its process as soon as it died), then operator replays at replay.mid-batch. The broker is private

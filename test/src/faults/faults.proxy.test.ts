@@ -9,7 +9,7 @@ import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../sup
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
-// Unknown outcomes (DESIGN §12): the peer acted, the reply never came back — the fault proxy forwards a request,
+// Unknown outcomes (docs/design.md §12): the peer acted, the reply never came back — the fault proxy forwards a request,
 // drops its reply and cuts the connection. Kafka: the broker appended a produce request; PostgreSQL: a COMMIT (a
 // consumer's, the writer's) or a relay's UPDATE took effect. Then latency and cut connections in front of
 // PostgreSQL, Kafka and Redis. Private servers behind the proxies; nothing is restarted by the test.

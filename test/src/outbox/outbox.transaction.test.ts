@@ -11,8 +11,8 @@ import {
   idempotent,
   IdempotencyConflictError,
   transaction,
-  type Relay,
 } from '@postbox/engine';
+import type { Relay } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, readTopic, uniqueTopic } from '../support/kafka.ts';
 import { outboxCounts, startTestRelay } from '../support/relay.ts';
@@ -182,7 +182,8 @@ test('a concurrent update that loses the race is a typed business conflict and w
 });
 
 test('two migrators starting at once apply each migration once', async () => {
-  const { migrate, readMigrations } = await import('@postbox/engine');
+  const { migrate } = await import('@postbox/engine');
+  const { readMigrations } = await import('@postbox/engine/testing');
   const results = await Promise.all([migrate(db.sql), migrate(db.sql)]);
   assert.deepEqual(results, [[], []]);
   const rows = await db.sql`SELECT version FROM postbox_migration ORDER BY version`;

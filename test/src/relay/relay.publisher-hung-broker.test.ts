@@ -1,7 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KafkaPublisher, type PublishOutcome } from '@postbox/engine';
+import { KafkaPublisher } from '@postbox/engine/kafka';
+import type { PublishOutcome } from '@postbox/engine/runtime';
 import { FaultProxy } from '../support/fault-proxy.ts';
 import { createTopic, readTopic, uniqueTopic } from '../support/kafka.ts';
 import { stack } from '../support/stack.ts';

@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffCeilingMs, defaultBackoff, RetryScheduler } from '@postbox/engine';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import { backoffCeilingMs, defaultBackoff } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
@@ -229,7 +230,7 @@ test('a crash after the ledger write and before the job is enqueued loses no ret
   assert.equal(code, null, `killed by its failpoint: ${first.output().slice(-1000)}`);
   const [row] = await db.sql<{ attempt: number; due: Date }[]>`SELECT attempt, next_attempt_at AS due FROM message_retry WHERE consumer_name = 'reconcile' AND status = 'scheduled'`;
   assert.ok(row, 'the ledger row was committed');
-  const scheduler = new RetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'reconcile' });
+  const scheduler = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'reconcile' });
   try {
     assert.equal(await scheduler.has({ consumer: 'reconcile', eventId: flaky.headers.ce_id!, attempt: row.attempt, dueAt: row.due.getTime() }), false, 'no job was enqueued');
   } finally {

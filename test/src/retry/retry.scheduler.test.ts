@@ -2,7 +2,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { newEventId, reconcileLedger, RetryScheduler, scheduleRetry, type RetryJob } from '@postbox/engine';
+import { newEventId } from '@postbox/engine';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import { reconcileLedger, type RetryJob } from '@postbox/engine/runtime';
+import { scheduleRetry } from '@postbox/engine/testing';
 import { stackStatus, stackUp } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { waitFor } from '../support/processes.ts';
@@ -34,7 +37,7 @@ async function ledger(count: number, delayMs: number): Promise<RetryJob[]> {
 }
 
 test('scheduled retries survive a Redis crash (AOF everysec), and a flushed Redis is rebuilt from the ledger', async () => {
-  const scheduler = new RetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'c1', queueName });
+  const scheduler = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'c1', queueName });
   const jobs = await ledger(50, 8000);
   for (const job of jobs) await scheduler.schedule(job);
   // Scheduling twice is one job (deterministic id).
@@ -49,7 +52,7 @@ test('scheduled retries survive a Redis crash (AOF everysec), and a flushed Redi
   await waitFor('redis to die', async () => !(await stackStatus()).services.find((s) => s.name === 'redis')?.running, 20_000);
   await stackUp({ quiet: true });
 
-  const after1 = new RetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'c1', queueName });
+  const after1 = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'c1', queueName });
   let present = 0;
   for (const job of jobs) if (await after1.has(job)) present++;
   assert.equal(present, 50, 'every delayed job is still there after the crash');

@@ -1,6 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel, Partitioners, type Message } from 'kafkajs';
-import { Consumer, defineConsumer, inlineConsumeExecutor, KafkaSubscriber, newEventId, type ConsumerInput, type KafkaSubscriberOptions, type Sql } from '@postbox/engine';
+import { defineConsumer, newEventId, type ConsumerInput, type Sql } from '@postbox/engine';
+import { KafkaSubscriber, type KafkaSubscriberOptions } from '@postbox/engine/kafka';
+import { Consumer, inlineConsumeExecutor } from '@postbox/engine/runtime';
 import { createConsumePool } from '@postbox/workers';
 import { stack } from './stack.ts';
 

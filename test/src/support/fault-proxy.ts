@@ -2,7 +2,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
- * A small TCP proxy for fault tests (FIELD-NOTES: no toxiproxy or netem here). It forwards between clients and
+ * A small TCP proxy for fault tests (this machine has no toxiproxy, and its kernel no netem). It forwards between clients and
  * one upstream and can add latency, cut every connection, refuse or black-hole new ones, and forward a request
  * while dropping its reply — the peer acted, the caller never hears: an unknown outcome. Replies are recognised
  * by the protocol the proxy is told it carries:

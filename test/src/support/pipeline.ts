@@ -1,7 +1,8 @@
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connect, totals, type CheckOptions, type Sql, type VerifyReport } from '@postbox/engine';
+import { connect, type Sql } from '@postbox/engine';
+import { totals, type CheckOptions, type VerifyReport } from '@postbox/engine/verify';
 import { createHandlerTables, TEST_CONSUMER_MODULE } from './consumer.ts';
 import { digest } from './log-digest.ts';
 import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from './processes.ts';

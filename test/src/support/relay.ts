@@ -1,4 +1,6 @@
-import { inlineExecutor, KafkaPublisher, Relay, resolveRelayOptions, type RelayOptions, type Sql } from '@postbox/engine';
+import type { Sql } from '@postbox/engine';
+import { KafkaPublisher } from '@postbox/engine/kafka';
+import { inlineExecutor, Relay, resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { stack } from './stack.ts';
 
 /** An in-process relay on the calling thread, for tests that need one but not its process boundary. */

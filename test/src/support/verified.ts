@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatReport, KafkaOffsets, KafkaTopicReader, verify, type CheckOptions, type Sql, type VerifyReport } from '@postbox/engine';
+import type { Sql } from '@postbox/engine';
+import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
+import { formatReport, verify, type CheckOptions, type VerifyReport } from '@postbox/engine/verify';
 
 /**
  * The verifier as tests use it: over the recording handler's consumer, with its effect log (test_applied) as the

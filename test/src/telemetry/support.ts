@@ -1,8 +1,15 @@
 import { Writable } from 'node:stream';
+import { createLogger, defineConsumer, connect, type ConsumerInput, type Logger, type Sql } from '@postbox/engine';
+import { KafkaPublisher, KafkaSubscriber } from '@postbox/engine/kafka';
 import {
-  Consumer, createLogger, defineConsumer, inlineConsumeExecutor, inlineExecutor, KafkaPublisher, KafkaSubscriber, Relay,
-  resolveRelayOptions, RetryScheduler, connect, type ConsumerInput, type Logger, type RelayOptions, type Sql,
-} from '@postbox/engine';
+  Consumer,
+  inlineConsumeExecutor,
+  inlineExecutor,
+  Relay,
+  resolveRelayOptions,
+  type RelayOptions,
+} from '@postbox/engine/runtime';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import { stack } from '../support/stack.ts';
 
 export const TRACED_HANDLER = new URL('./fixtures/traced-handler.ts', import.meta.url);
@@ -45,7 +52,7 @@ export async function startInlineConsumer(databaseUrl: string, input: ConsumerIn
   });
   const retrySql = durable ? connect({ url: databaseUrl, max: 2, applicationName: 'postbox-telemetry-test-retry' }) : null;
   const retries = retrySql
-    ? { scheduler: new RetryScheduler({ redisUrl: stack.REDIS_URL, consumer: definition.name, queueName: `postbox-retry-test.${definition.name}` }), sql: retrySql, reconcileIntervalMs: 60_000 }
+    ? { scheduler: new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: definition.name, queueName: `postbox-retry-test.${definition.name}` }), sql: retrySql, reconcileIntervalMs: 60_000 }
     : undefined;
   const consumer = new Consumer({ definition, subscriber, executor: inlineConsumeExecutor(definition, databaseUrl), log, lagIntervalMs: 1000, ...(retries ? { retries } : {}) });
   await consumer.start();

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { startTelemetry, type Telemetry } from '@postbox/api';
-import { enqueueMany, type EventInput, type Relay } from '@postbox/engine';
+import { enqueueMany, type EventInput } from '@postbox/engine';
+import type { Relay } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
@@ -143,7 +144,7 @@ test('relay and consumer metrics on the Prometheus endpoint, with values the flo
     value(x, 'postbox_outbox_failed', dest) === 1);
   assert.equal(value(s, 'messaging_client_sent_messages_total', { ...dest, error_type: 'message_too_large' }), undefined, 'a refused row was never sent');
 
-  // Metrics never carry an event id, a key or an offset (FIELD-NOTES).
+  // Metrics never carry an event id, a key or an offset (docs/telemetry.md).
   const labelNames = new Set(s.filter((x) => x.name.startsWith('postbox_') || x.name.startsWith('messaging_')).flatMap((x) => Object.keys(x.labels)));
   for (const forbidden of ['messaging_message_id', 'kafka_message_key', 'kafka_offset', 'messaging_kafka_offset']) assert.ok(!labelNames.has(forbidden), forbidden);
 });

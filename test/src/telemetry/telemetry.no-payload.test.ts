@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { startTelemetry, type Telemetry } from '@postbox/api';
-import { enqueue, enqueueMany, newEventId, type Relay } from '@postbox/engine';
+import { enqueue, enqueueMany, newEventId } from '@postbox/engine';
+import type { Relay } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
@@ -12,7 +13,7 @@ import { stack } from '../support/stack.ts';
 import { ceRecord, produce } from '../support/consumer.ts';
 import { captureLog, createAppliedTable, startInlineConsumer, startInlineRelay, TRACED_HANDLER } from './support.ts';
 
-// A payload never leaves its columns (DESIGN §10, issue 5): a canary secret rides in the data of events that are
+// A payload never leaves its columns (docs/design.md §10): a canary secret rides in the data of events that are
 // applied, fail for good, fail transiently (retry ledger + BullMQ job), arrive as bytes that are not JSON, are too
 // large for the broker, or cannot be serialized — and must then appear in no log line, span (attribute, link,
 // event, status), error message, failure/ledger/blocked/outbox error text, or Redis key of the retry queue.

@@ -4,14 +4,18 @@ import { randomBytes } from 'node:crypto';
 import { SpanKind, trace, type SpanContext } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { startTelemetry, type Telemetry } from '@postbox/api';
-import { enqueue, formatTraceparent, listFailures, replayFailures, RetryScheduler, type Relay } from '@postbox/engine';
+import { enqueue } from '@postbox/engine';
+import { listFailures, replayFailures } from '@postbox/engine/control';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import type { Relay } from '@postbox/engine/runtime';
+import { formatTraceparent } from '@postbox/engine/testing';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, readTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';
 import { captureLog, createAppliedTable, startInlineConsumer, startInlineRelay, TRACED_HANDLER } from './support.ts';
 
-// One event's whole path as a trace viewer sees it (DESIGN §10, FIELD-NOTES): the command's span → `create`
+// One event's whole path as a trace viewer sees it (docs/design.md §10, docs/telemetry.md): the command's span → `create`
 // (its child, stored with the event) → the relay's `send` (a link per message) → one `process` per consumer
 // group, each a new trace linked to the creation context, the handler's own span inside it. Then a transient
 // failure (retry spans linked to the failed delivery) and an operator's replay (linked both ways).
@@ -169,7 +173,7 @@ test('retries and replays are linked spans: retry → the delivery that schedule
   // retry it scheduled linking back to the replay.
   const poisoned = await command('order-poison', { mode: 'permanent' });
   await waitFor('the failure stored', async () => (await listFailures(db.sql, { consumer: name }, 10, null)).some((f) => f.event_id === poisoned.eventId), 30_000);
-  const scheduler = new RetryScheduler({ redisUrl: stack.REDIS_URL, consumer: name, queueName: `postbox-retry-test.${name}` });
+  const scheduler = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: name, queueName: `postbox-retry-test.${name}` });
   try {
     const items = await trace.getTracer('telemetry-test').startActiveSpan('mutation replayFailures', async (span) => {
       try {

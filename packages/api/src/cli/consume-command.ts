@@ -1,7 +1,9 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ConfigError, createLogger, ensureTopics, type Consumer, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { ConfigError, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { ensureTopics } from '@postbox/engine/kafka';
+import type { Consumer } from '@postbox/engine/runtime';
 import { startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
 import { readConfig, type PostboxConfig } from '../config/env.ts';

@@ -1,5 +1,15 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, connect, listBlocked, listFailures, purgeFailurePayloads, readFailure, replayFailures, RetryScheduler, type FailureFilter } from '@postbox/engine';
+import { ConfigError, connect } from '@postbox/engine';
+import {
+  listBlocked,
+  listFailures,
+  purgeFailurePayloads,
+  readFailure,
+  replayFailures,
+  type FailureFilter,
+} from '@postbox/engine/control';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import type { RetryScheduler } from '@postbox/engine/runtime';
 import { stackEnv } from '@postbox/stack';
 
 const HELP = `postbox failures — find, inspect and replay failed events
@@ -79,7 +89,7 @@ export async function failuresCommand(argv: string[]): Promise<number> {
       const schedulers = new Map<string, RetryScheduler>();
       const schedulerFor = (consumer: string) => {
         let s = schedulers.get(consumer);
-        if (!s) schedulers.set(consumer, (s = new RetryScheduler({ redisUrl: env.REDIS_URL, consumer })));
+        if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: env.REDIS_URL, consumer })));
         return s;
       };
       try {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { backfillGaps, ConfigError, connect, reportGaps } from '@postbox/engine';
+import { ConfigError, connect } from '@postbox/engine';
+import { backfillGaps, reportGaps } from '@postbox/engine/control';
 import { stackEnv } from '@postbox/stack';
 
 const HELP = `postbox gaps — version gaps: aggregates whose later versions are parked, waiting for a missing one

@@ -1,5 +1,7 @@
 import { parseArgs } from 'node:util';
-import { connect, createLogger, createWaker, migrate, outboxBacklog, type Consumer, type Sql } from '@postbox/engine';
+import { connect, createLogger, createWaker, migrate, type Sql } from '@postbox/engine';
+import { outboxBacklog } from '@postbox/engine/control';
+import type { Consumer } from '@postbox/engine/runtime';
 import { stackUp } from '@postbox/stack';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';

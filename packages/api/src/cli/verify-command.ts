@@ -1,5 +1,8 @@
 import { parseArgs } from 'node:util';
-import { check, collect, ConfigError, connect, formatReport, KafkaOffsets, KafkaTopicReader, listConsumers, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine';
+import { ConfigError, connect } from '@postbox/engine';
+import { listConsumers } from '@postbox/engine/control';
+import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
+import { check, collect, formatReport, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine/verify';
 import { stackEnv } from '@postbox/stack';
 import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';

@@ -1,5 +1,6 @@
-import { ConfigError, parseBrokers, resolveRelayOptions, type KafkaConnection, type RelayOptions, type TopicSpec } from '@postbox/engine';
-import type { SASLOptions } from 'kafkajs';
+import { ConfigError } from '@postbox/engine';
+import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
+import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import type { StackEnv } from '@postbox/stack';
 
 /**
@@ -72,7 +73,7 @@ function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnecti
       mechanism,
       username: env.KAFKA_SASL_USERNAME ?? '',
       password: env.KAFKA_SASL_PASSWORD ?? '',
-    } as SASLOptions;
+    } as KafkaConnection['sasl'];
   }
   return connection;
 }

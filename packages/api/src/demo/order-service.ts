@@ -1,4 +1,14 @@
-import { backoffDelayMs, enqueue, expectRows, FailureStreak, newEventId, silentLogger, transaction, type Logger, type Sql, type Waker } from '@postbox/engine';
+import {
+  enqueue,
+  expectRows,
+  newEventId,
+  silentLogger,
+  transaction,
+  type Logger,
+  type Sql,
+  type Waker,
+} from '@postbox/engine';
+import { backoffDelayMs, FailureStreak } from '@postbox/engine/runtime';
 
 /**
  * The demo business: orders placed, paid, shipped and delivered, each change and its event committed in one

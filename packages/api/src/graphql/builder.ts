@@ -3,7 +3,7 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import { GraphQLError } from 'graphql';
-import { insertAudit } from '@postbox/engine';
+import { insertAudit } from '@postbox/engine/control';
 import type { ApiContext } from './context.ts';
 
 export interface PostboxSchemaTypes {

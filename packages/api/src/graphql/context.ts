@@ -1,4 +1,6 @@
-import type { BacklogMonitor, Probe, RetryScheduler, Sql } from '@postbox/engine';
+import type { Sql } from '@postbox/engine';
+import type { BacklogMonitor, Probe } from '@postbox/engine/control';
+import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { Caller } from './auth.ts';
 
 /** What resolvers may use: engine functions over these, nothing else. */

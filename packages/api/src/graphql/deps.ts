@@ -1,5 +1,8 @@
-import { Redis } from 'ioredis';
-import { BacklogMonitor, connect, KafkaOffsets, RetryScheduler } from '@postbox/engine';
+import { connect } from '@postbox/engine';
+import { BacklogMonitor } from '@postbox/engine/control';
+import { KafkaOffsets } from '@postbox/engine/kafka';
+import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
+import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { PostboxConfig } from '../config/env.ts';
 import type { ApiDeps } from './context.ts';
 
@@ -15,8 +18,7 @@ export interface ApiResources {
 export function createApiResources(config: PostboxConfig): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
   const offsets = new KafkaOffsets(config.kafka);
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 }) : null;
-  redis?.on('error', () => {});
+  const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
   const schedulers = new Map<string, RetryScheduler>();
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });
   const deps: ApiDeps = {
@@ -25,13 +27,13 @@ export function createApiResources(config: PostboxConfig): ApiResources {
     schedulerFor: (consumer) => {
       if (!config.redisUrl) return null;
       let s = schedulers.get(consumer);
-      if (!s) schedulers.set(consumer, (s = new RetryScheduler({ redisUrl: config.redisUrl, consumer })));
+      if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: config.redisUrl, consumer })));
       return s;
     },
     probes: {
       postgres: () => sql`SELECT 1`,
       kafka: () => offsets.ping(),
-      ...(redis ? { redis: async () => (redis.status === 'wait' ? redis.connect().then(() => redis.ping()) : redis.ping()) } : {}),
+      ...(redis ? { redis: () => redis.ping() } : {}),
     },
   };
   return {
@@ -40,7 +42,7 @@ export function createApiResources(config: PostboxConfig): ApiResources {
       await backlog.stop();
       await Promise.all([...schedulers.values()].map((s) => s.close()));
       await offsets.close();
-      redis?.disconnect();
+      redis?.close();
       await sql.end({ timeout: 5 });
     },
   };

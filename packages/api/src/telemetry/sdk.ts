@@ -3,7 +3,8 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import type { IMetricReader } from '@opentelemetry/sdk-metrics';
 import { startNodeSdk } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace';
-import { ConfigError, otelRequest, silentLogger, type Logger } from '@postbox/engine';
+import { ConfigError, silentLogger, type Logger } from '@postbox/engine';
+import { otelRequest } from '@postbox/engine/runtime';
 import { defaultServiceName, SEND_LINK_LIMIT } from '@postbox/workers';
 import { settledResource } from './resource.ts';
 

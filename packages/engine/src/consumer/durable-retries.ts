@@ -2,7 +2,7 @@ import type { Sql } from '../db/connect.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import { processRetry } from '../retry/process-retry.ts';
 import { reconcileLedger } from '../retry/reconcile.ts';
-import type { RetryJob, RetryScheduler } from '../retry/scheduler.ts';
+import type { RetryJob, RetryScheduler } from '../ports/retry-scheduler.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { recordConsumeTask, recordRetryOutcome } from '../telemetry/metrics.ts';
 import { failpoint } from '../testing/failpoint.ts';

@@ -1,10 +1,11 @@
 import { backoffDelayMs, type BackoffOptions } from '../retry/backoff.ts';
 
 /**
- * What happens to an event whose handler failed transiently. For now (issue 3): it stays in memory, in flight,
- * blocking only its aggregate and holding its partition's watermark, and is dispatched again after a jittered
- * backoff; a crash simply re-reads it from the committed offset. The durable retry ledger + BullMQ (issue 4)
- * replaces this module; nothing else decides about transient failures.
+ * In-memory retries: what happens to an event whose handler failed transiently when there is no durable retry
+ * (a consumer built without a scheduler, or the ledger row could not be written). It stays in memory, in
+ * flight, blocking only its aggregate and holding its partition's watermark, and is dispatched again after a
+ * jittered backoff; a crash simply re-reads it from the committed offset. With durable retries the retry ledger
+ * and its scheduler decide instead (consumer/settle.ts, retry/process-retry.ts).
  */
 export interface TransientPolicy {
   /** Milliseconds to wait before the next attempt (`attempt` = failures so far, 1-based). */

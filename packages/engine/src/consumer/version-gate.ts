@@ -1,5 +1,5 @@
 /**
- * The version gate (DESIGN §6), pure: given the last version this consumer applied for an aggregate (undefined
+ * The version gate (docs/design.md §6), pure: given the last version this consumer applied for an aggregate (undefined
  * when it has applied none) and an arriving version, decide what happens to the event.
  *
  * - `v ≤ last`           → ignore (an old or re-sent version; counted, never applied twice)

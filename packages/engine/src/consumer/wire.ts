@@ -3,7 +3,7 @@ import type { InboundRecord } from '../ports/subscriber.ts';
 /**
  * A batch as it crosses into a worker thread: plain data only. The values travel in one packed byte array and
  * the rest as one JSON string, so structured clone copies two flat things instead of an object per record
- * (FIELD-NOTES, piscina: object graphs are the slow part of a thread hop).
+ * (piscina: structured clone of object graphs is the slow part of a thread hop).
  */
 export interface ConsumeTask {
   /** JSON of WireMeta[] */

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { NotFoundError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
-import type { RetryScheduler } from '../retry/scheduler.ts';
+import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 
 export interface RetryNowRequest {
   consumer: string;

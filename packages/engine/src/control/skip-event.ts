@@ -3,7 +3,7 @@ import { ActionRefusedError, ConfigError, NotFoundError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { lockSkipTarget, markSkipped, takeParkedSuccessor } from '../queries/skip-event.ts';
-import type { RetryScheduler } from '../retry/scheduler.ts';
+import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 
 export interface SkipRequest {
   consumer: string;
@@ -23,7 +23,7 @@ export interface SkipResult {
 }
 
 /**
- * The explicit unblock (DESIGN §8): an aggregate whose head failed for good moves past it without its side
+ * The explicit unblock (docs/operations.md): an aggregate whose head failed for good moves past it without its side
  * effect, and what was parked behind it drains through the retry path. Only the head can be skipped — skipping a
  * later version would hide the earlier one — and only by an audited operator action with a reason.
  */

@@ -5,14 +5,14 @@ import { insertAudit } from '../queries/audit.ts';
 import { aggregateState, listFailures, readFailure, type FailureDetail, type FailureFilter } from '../queries/failure-list.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { storeRecord } from '../consumer/stored-record.ts';
-import type { RetryScheduler } from '../retry/scheduler.ts';
+import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
 import { creationLink } from '../telemetry/trace-context.ts';
 import { activeTraceparent, inSpan } from '../telemetry/tracing.ts';
 
 /**
- * Replay (seed §11): failures go back through the consumer's own engine-owned transaction by way of the retry
+ * Replay (docs/design.md §7): failures go back through the consumer's own engine-owned transaction by way of the retry
  * ledger — a ledger row due now (staggered by the rate limit) and its scheduler job — so replay needs no handler
  * in the operator's process and takes the same path, checks and dedup as every retry. The event keeps its id;
  * an edited payload becomes a new event (new id) that names the one it replaces (`ce_replaces`). Every replayed

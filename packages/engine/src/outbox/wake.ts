@@ -12,7 +12,7 @@ export interface Waker {
 
 /**
  * A coalesced NOTIFY sent after commit, never inside the business transaction: a NOTIFY inside a transaction
- * takes a global lock held through commit and serialises every notifying commit (DESIGN §5). At most one NOTIFY
+ * takes a global lock held through commit and serialises every notifying commit (docs/design.md §5, docs/adr/0002). At most one NOTIFY
  * is in flight per process; calls during it fold into one follow-up. A lost nudge costs only latency: relays
  * also poll.
  */

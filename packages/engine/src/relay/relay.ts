@@ -13,18 +13,7 @@ import type { LaneExecutor } from './executor.ts';
 import { balanceLanes, releaseLane } from './lanes.ts';
 import { resolveRelayOptions, type RelayOptions } from './options.ts';
 
-/**
- * The relay loop, a small state machine:
- *
- *   created ──start()──▶ running ──stop()──▶ stopping ──▶ stopped
- *
- * While running, every lane this relay leases is in one of: idle (waiting for a wake-up, the poll or its pause
- * to end), busy (one cycle in flight: never two per lane, which keeps the lane's order), or releasing (over the
- * fair share: no new cycle, given back once idle). A cycle that came back full runs again at once; wake-ups
- * (NOTIFY after a business commit) and the poll make idle lanes due. stop() stops claiming, waits for in-flight
- * cycles to settle, hands back leases of anything claimed and unsettled, and leaves the relay set so other
- * relays take the lanes at once.
- */
+/** What a relay needs: a pool, an executor for its lane cycles, its options. */
 export interface RelayConfig {
   sql: Sql;
   executor: LaneExecutor;
@@ -54,6 +43,19 @@ interface LaneState {
   errors: number;
 }
 
+/**
+ * The relay loop, a small state machine:
+ *
+ *   created ──start()──▶ running ──stop()──▶ stopping ──▶ stopped
+ *
+ * While running, every lane this relay leases is in one of: idle (waiting for a wake-up, the poll or its pause
+ * to end), busy (one cycle in flight: never two per lane, which keeps the lane's order), or releasing (over the
+ * fair share: no new cycle, given back once idle); a lane just taken over is also held back (`takeover`) until
+ * the previous owner's leases in it are over, so nothing overtakes a row that owner may still be sending. A
+ * cycle that came back full runs again at once; wake-ups (NOTIFY after a business commit) and the poll make idle
+ * lanes due. stop() stops claiming, waits for in-flight cycles to settle, hands back leases of anything claimed
+ * and unsettled, and leaves the relay set so other relays take the lanes at once.
+ */
 export class Relay {
   readonly owner: string;
   readonly #sql: Sql;

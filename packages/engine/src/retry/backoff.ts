@@ -1,5 +1,5 @@
 /**
- * Full-jitter exponential backoff (seed §10): random(0, min(cap, base · 2^min(attempt, maxExponent))).
+ * Full-jitter exponential backoff (docs/design.md §7): random(0, min(cap, base · 2^min(attempt, maxExponent))).
  * Full jitter spreads retries of many failed events over the whole window, so a broker coming back is not hit
  * by a synchronised wave.
  */

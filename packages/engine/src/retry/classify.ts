@@ -2,7 +2,7 @@ import { classifyKafkaError } from '../adapters/kafka/classify.ts';
 import { PostboxError, type ErrorKind } from '../errors.ts';
 
 /**
- * One classifier for every failure Postbox meets (DESIGN §7, seed §10). Each class has one policy:
+ * One classifier for every failure Postbox meets (docs/design.md §7). Each class has one policy:
  * - transient → the durable retry schedule (backoff + budget);
  * - permanent → the failure store, no retry;
  * - unknown   → query the final state first (did the commit happen?), then treat as one of the above.

@@ -10,7 +10,7 @@ import { parseRecord } from '../consumer/parse.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import { nextRetry, type RetryBudget } from './budget.ts';
 import { loadRecord, type StoredRecord } from '../consumer/stored-record.ts';
-import type { RetryJob, RetryScheduler } from './scheduler.ts';
+import type { RetryJob, RetryScheduler } from '../ports/retry-scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
 import { creationLink, parseTraceparent } from '../telemetry/trace-context.ts';

@@ -1,6 +1,6 @@
 import type { Sql } from '../db/connect.ts';
 import { scheduledLedgerRows } from '../queries/retry-ledger.ts';
-import type { RetryScheduler } from './scheduler.ts';
+import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 
 export interface ReconcileReport {
   checked: number;

@@ -11,7 +11,7 @@ import { ATTR, MESSAGING_SYSTEM, OPERATION, POSTBOX_ATTR } from './attributes.ts
  * and no gauge query ever runs). They are recorded on the main thread, from what a relay cycle or a consume
  * task returns, because a piscina worker's meters would be a separate SDK that a single Prometheus endpoint
  * never sees. Attributes are bounded: topic, partition, consumer, outcome, error code — never an event id, key
- * or offset (FIELD-NOTES).
+ * or offset (docs/telemetry.md).
  *
  * The API has no proxy meter: a meter taken before the SDK is registered stays a no-op for ever. Instruments
  * are therefore made on first use per MeterProvider, so an SDK started after this module loaded is honoured.

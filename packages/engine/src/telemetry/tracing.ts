@@ -7,7 +7,7 @@ import { creationLink, parseTraceparent, toTraceFields, type TraceContextFields 
  * attributes are added only to recording spans, so tracing off costs one no-op span per operation. The tracer
  * is a proxy: an SDK registered after this module loaded is used from then on.
  *
- * The shape follows the messaging conventions (FIELD-NOTES): `create {topic}` (PRODUCER) at enqueue is the
+ * The shape follows the messaging conventions (OpenTelemetry messaging conventions; docs/telemetry.md): `create {topic}` (PRODUCER) at enqueue is the
  * event's creation context, stored with it; the relay's `send {topic}` (CLIENT) links every message's creation
  * context; each consumer's `process {topic}` (CONSUMER, see process-spans.ts) starts a new trace linked to it.
  */

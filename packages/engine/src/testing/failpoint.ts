@@ -5,7 +5,7 @@
  * failpoint), a call is one string comparison. Passes are counted per module instance: a worker thread counts
  * its own passes.
  *
- * Each name is a crash boundary of DESIGN §12, named for where the process dies:
+ * Each name is a crash boundary of docs/design.md §12, named for where the process dies:
  * - `outbox.after-commit`: the business transaction (with its outbox rows) committed, the relays not yet nudged;
  * - `relay.after-publish-before-mark`: the broker confirmed a batch, the rows are still `publishing`;
  * - `consumer.after-commit-before-offset`: the consumer's transactions committed, the offsets not yet committed;

@@ -1,15 +1,7 @@
-import {
-  connect,
-  Consumer,
-  inlineConsumeExecutor,
-  KafkaSubscriber,
-  registerConsumer,
-  RetryScheduler,
-  silentLogger,
-  type ConsumerDefinition,
-  type KafkaConnection,
-  type Logger,
-} from '@postbox/engine';
+import { connect, silentLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { KafkaSubscriber, type KafkaConnection } from '@postbox/engine/kafka';
+import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import { Consumer, inlineConsumeExecutor, registerConsumer } from '@postbox/engine/runtime';
 import { createConsumePool } from '../consume-pool.ts';
 
 /** What a consumer needs to run in a service, beside its definition. */
@@ -57,7 +49,7 @@ export async function startConsumer(definition: ConsumerDefinition, options: Con
     : createConsumePool({ databaseUrl: options.databaseUrl, definition });
   const retries = options.redisUrl
     ? {
-        scheduler: new RetryScheduler({
+        scheduler: new BullmqRetryScheduler({
           redisUrl: options.redisUrl,
           consumer: definition.name,
           concurrency: inline ? 1 : definition.limits.threads,

@@ -1,16 +1,6 @@
-import {
-  backoffDelayMs,
-  connect,
-  ensureTopics,
-  inlineExecutor,
-  KafkaPublisher,
-  Relay,
-  silentLogger,
-  type KafkaConnection,
-  type Logger,
-  type RelayOptions,
-  type TopicSpec,
-} from '@postbox/engine';
+import { connect, silentLogger, type Logger } from '@postbox/engine';
+import { ensureTopics, KafkaPublisher, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
+import { backoffDelayMs, inlineExecutor, Relay, type RelayOptions } from '@postbox/engine/runtime';
 import { createPublishPool } from '../pools.ts';
 
 /** What a relay needs to run in a service: where the outbox and the broker are, and how to run. */

@@ -1,4 +1,4 @@
-import { listAudit, type AuditRow } from '@postbox/engine';
+import { listAudit, type AuditRow } from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 import { keysetPage } from '../connection.ts';
 import { decodeCursor, MAX_PAGE, pageSize, text, timeRange } from '../validate.ts';

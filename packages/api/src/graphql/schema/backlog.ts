@@ -1,4 +1,4 @@
-import type { BacklogReport, ConsumerBacklog, PartitionBacklog, TopicBacklog } from '@postbox/engine';
+import type { BacklogReport, ConsumerBacklog, PartitionBacklog, TopicBacklog } from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 import { invalid } from '../validate.ts';
 

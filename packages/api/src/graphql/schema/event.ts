@@ -1,4 +1,4 @@
-import { eventStatus, type ConsumerEventStatus, type EventStatus, type OutboxEventRow } from '@postbox/engine';
+import { eventStatus, type ConsumerEventStatus, type EventStatus, type OutboxEventRow } from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 import { uuid } from '../validate.ts';
 

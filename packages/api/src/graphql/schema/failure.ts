@@ -1,4 +1,11 @@
-import { listBlocked, listFailures, readFailure, type BlockedAggregate, type FailureFilter, type FailureSummary } from '@postbox/engine';
+import {
+  listBlocked,
+  listFailures,
+  readFailure,
+  type BlockedAggregate,
+  type FailureFilter,
+  type FailureSummary,
+} from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 import { keysetPage } from '../connection.ts';
 import { decodeCursor, invalid, MAX_PAGE, pageSize, text, timeRange } from '../validate.ts';

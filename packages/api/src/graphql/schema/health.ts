@@ -1,4 +1,4 @@
-import { checkHealth, type HealthCheck } from '@postbox/engine';
+import { checkHealth, type HealthCheck } from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 
 const HealthCheckRef = builder.objectRef<HealthCheck>('HealthCheck').implement({

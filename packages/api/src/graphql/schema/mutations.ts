@@ -1,8 +1,6 @@
+import { ActionRefusedError, ConfigError, NotFoundError } from '@postbox/engine';
 import {
-  ActionRefusedError,
-  ConfigError,
   insertAudit,
-  NotFoundError,
   replayFailures,
   republish,
   retryNow,
@@ -11,7 +9,7 @@ import {
   type RepublishResult,
   type RetryNowResult,
   type SkipResult,
-} from '@postbox/engine';
+} from '@postbox/engine/control';
 import { builder } from '../builder.ts';
 import type { ApiContext } from '../context.ts';
 import { invalid, requiredText, text, uuid } from '../validate.ts';

@@ -1,27 +1,9 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import type { RetryJob, RetryScheduler } from '../../ports/retry-scheduler.ts';
 
-/**
- * The alarm clock of the durable retry schedule: one BullMQ delayed job per scheduled attempt. The retry ledger
- * in PostgreSQL is the truth; a job carries only ids (never payloads: job data sits in Redis in clear text),
- * and its id is deterministic — `<consumer>.<event_id>.<attempt>.<due ms>` — so scheduling the same attempt twice (a
- * crash between ledger write and enqueue, or reconciliation) makes one job. Delivery is at least once (a stalled
- * job runs again): the processor checks the ledger row before acting.
- */
-export interface RetryJob {
-  consumer: string;
-  eventId: string;
-  attempt: number;
-  /** The ledger row's next_attempt_at (epoch ms): with the attempt it names one scheduled run exactly. */
-  dueAt: number;
-  /**
-   * The span that scheduled this attempt (W3C traceparent), for the retry span's link. Trace context, not data:
-   * job data sits in Redis in clear text and holds ids only.
-   */
-  traceparent?: string;
-}
-
-export interface RetrySchedulerOptions {
+/** Where the alarms live and how many run at once. */
+export interface BullmqRetrySchedulerOptions {
   redisUrl: string;
   /** The consumer whose retries this schedules: one queue per consumer, so a process runs only its own. */
   consumer: string;
@@ -38,17 +20,23 @@ export function retryJobId(job: RetryJob): string {
   return `${job.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}.${job.eventId}.${job.attempt}.${job.dueAt}`;
 }
 
-export class RetryScheduler {
+/**
+ * The retry schedule's alarm clock on BullMQ: one delayed job per scheduled attempt, in one queue per consumer.
+ * Job ids are deterministic — `<consumer>.<event_id>.<attempt>.<due ms>` — so scheduling the same attempt twice
+ * (a crash between ledger write and enqueue, or reconciliation) makes one job. Durable only with Redis AOF and
+ * `noeviction` (the local stack runs it so).
+ */
+export class BullmqRetryScheduler implements RetryScheduler {
   readonly consumer: string;
   readonly queueName: string;
   readonly #queueConnection: Redis;
   readonly #queue: Queue;
-  readonly #options: RetrySchedulerOptions;
+  readonly #options: BullmqRetrySchedulerOptions;
   #worker: Worker | null = null;
   #workerConnection: Redis | null = null;
   #closed: Promise<void> | null = null;
 
-  constructor(options: RetrySchedulerOptions) {
+  constructor(options: BullmqRetrySchedulerOptions) {
     this.#options = options;
     this.consumer = options.consumer;
     this.queueName = options.queueName ?? `postbox-retry.${options.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}`;

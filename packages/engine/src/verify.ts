@@ -1,0 +1,7 @@
+// @postbox/engine/verify, for `postbox verify` and the tests: check the pipeline's invariants end to end.
+export { verify } from './verify/verify.ts';
+export { collect, type VerifyConsumer } from './verify/collect.ts';
+export { check } from './verify/check.ts';
+export type { CheckOptions } from './verify/options.ts';
+export { formatReport, totals, type VerifyReport } from './verify/report.ts';
+export type { EffectSource } from './verify/effect-source.ts';
