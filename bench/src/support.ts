@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { migrateDemo } from '@postbox/api/demo';
 import { connect, migrate, type Sql } from '@postbox/engine';
 import { createKafka, parseBrokers, type KafkaConnection } from '@postbox/engine/kafka';
 import { stackEnv } from '@postbox/stack';
@@ -50,6 +51,7 @@ export async function benchDatabase(max = 8): Promise<BenchDatabase> {
   liveDatabases.add(db);
   try {
     await migrate(sql);
+    await migrateDemo(sql);
   } catch (cause) {
     await db.drop().catch(() => {});
     throw new Error(`bench: could not migrate database ${name}`, { cause });

@@ -186,6 +186,6 @@ test('two migrators starting at once apply each migration once', async () => {
   const { readMigrations } = await import('@postbox/engine/testing');
   const results = await Promise.all([migrate(db.sql), migrate(db.sql)]);
   assert.deepEqual(results, [[], []]);
-  const rows = await db.sql`SELECT version FROM postbox_migration ORDER BY version`;
+  const rows = await db.sql`SELECT version FROM postbox_migration WHERE scope = 'postbox' ORDER BY version`;
   assert.deepEqual(rows.map((r) => r.version), (await readMigrations()).map((f) => f.version));
 });

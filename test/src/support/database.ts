@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { migrateDemo } from '@postbox/api/demo';
 import { connect, migrate, type Sql } from '@postbox/engine';
 import { stack } from './stack.ts';
 
@@ -21,6 +22,8 @@ export async function freshDatabase(prefix = 'pbt', serverUrl = stack.DATABASE_U
   const url = withDatabase(serverUrl, name);
   const sql = connect({ url, max: 10, applicationName: 'postbox-test' });
   await migrate(sql);
+  // The suite's handlers write the demo's business tables (orders, the projection): its own chain.
+  await migrateDemo(sql);
   return {
     url,
     sql,

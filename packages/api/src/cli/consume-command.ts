@@ -1,12 +1,13 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ConfigError, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
 import { ensureTopics } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
 import { startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
+import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { runRoles } from './run-roles.ts';
@@ -47,7 +48,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();
   const definitions = await resolveConsumers(positionals.length > 0 ? positionals : [DEMO_CONSUMER], config);
-  if (definitions.some((d) => d.name === DEMO_CONSUMER)) await ensureTopics(config.kafka, config.topics);
+  if (definitions.some((d) => d.name === DEMO_CONSUMER)) await prepareDemo(config);
   const runtime = consumerRuntime(config, log, threads === 0);
   const consumers: Consumer[] = [];
   const stopped = async (c: Consumer) => {
@@ -78,6 +79,17 @@ export function consumerRuntime(config: PostboxConfig, log: Logger, inline = fal
     ...(config.kafkaSessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: config.kafkaSessionTimeoutMs }),
     ...(config.kafkaHeartbeatMs === undefined ? {} : { heartbeatIntervalMs: config.kafkaHeartbeatMs }),
   };
+}
+
+/** The demo projection writes the demo's own tables, on the demo's topic. */
+async function prepareDemo(config: PostboxConfig): Promise<void> {
+  await ensureTopics(config.kafka, config.topics);
+  const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
+  try {
+    await migrateDemo(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 function withThreads(definition: ConsumerDefinition, threads: number | undefined): ConsumerDefinition {

@@ -4,6 +4,8 @@ import { stackEnv } from '@postbox/stack';
 
 const HELP = `postbox migrate — apply the forward-only migrations in migrations/ (safe to run from many processes at once)
 
+The demo's tables are not part of it: postbox start (and postbox consume of the demo consumer) apply those.
+
 Uses DATABASE_URL (default: the local stack's PostgreSQL).
 Options:
   -h, --help   this text`;
@@ -16,8 +18,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   }
   const sql = connect({ url: stackEnv().DATABASE_URL, max: 1, applicationName: 'postbox-migrate' });
   try {
-    const applied = await migrate(sql, { log: (line) => console.log(line) });
-    console.log(applied.length === 0 ? 'schema is up to date' : `applied ${applied.length} migration(s)`);
+    await migrate(sql, { log: (line) => console.log(line) });
     return 0;
   } finally {
     await sql.end({ timeout: 5 });

@@ -10,6 +10,7 @@ import { createApiResources } from '../graphql/deps.ts';
 import { startControlPlane } from '../graphql/server.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
+import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
@@ -46,7 +47,11 @@ export async function startCommand(argv: string[]): Promise<number> {
   // (committing offsets), then the demo's pool.
   return runRoles(signal, log, async (roles) => {
     const sql = await roles.start('database', async () => connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' }), (s: Sql) => s.end({ timeout: 5 }));
-    await roles.start('migrations', () => migrate(sql, { log: (line) => console.log(`migrate: ${line}`) }), async () => {});
+    const migrations = async () => {
+      await migrate(sql, { log: (line) => console.log(`migrate: ${line}`) });
+      await migrateDemo(sql, (line) => console.log(`migrate: ${line}`));
+    };
+    await roles.start('migrations', migrations, async () => {});
     const topics = async () => {
       if (!(await awaitTopics({ kafka: config.kafka, topics: config.topics, log, signal }))) throw new StartInterrupted('topics');
     };
