@@ -52,7 +52,11 @@ if (files.length === 0) {
   process.exit(2);
 }
 
-const up = spawnSync(process.execPath, ['--disable-warning=TimeoutNegativeWarning', path.join(root, 'packages/api/src/bin/postbox.ts'), 'stack', 'up'], { stdio: 'inherit' });
+const up = spawnSync(
+  process.execPath,
+  ['--disable-warning=TimeoutNegativeWarning', path.join(root, 'packages/api/src/bin/postbox.ts'), 'stack', 'up'],
+  { stdio: 'inherit' },
+);
 if (up.status !== 0) process.exit(up.status ?? 1);
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'postbox-faults-summary-'));
@@ -62,20 +66,52 @@ let rounds = 0;
 let failedRounds = 0;
 do {
   rounds++;
-  console.log(`\n# test:faults round ${rounds}: ${files.length} files, ${iterations} iterations, kill loop ${killLoopMs} ms`);
+  console.log(
+    `\n# test:faults round ${rounds}: ${files.length} files, ${iterations} iterations, kill loop ${killLoopMs} ms`,
+  );
   const code = await new Promise<number | null>((resolve) => {
-    const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', '--test', '--test-concurrency=1', '--test-timeout=3600000', ...files], {
-      cwd: testDir,
-      stdio: 'inherit',
-      env: { ...process.env, POSTBOX_FAULT_ITERATIONS: String(iterations), POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs), POSTBOX_FAULT_SUMMARY: summary },
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--disable-warning=TimeoutNegativeWarning',
+        '--test',
+        '--test-concurrency=1',
+        '--test-timeout=3600000',
+        ...files,
+      ],
+      {
+        cwd: testDir,
+        stdio: 'inherit',
+        env: {
+          ...process.env,
+          POSTBOX_FAULT_ITERATIONS: String(iterations),
+          POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs),
+          POSTBOX_FAULT_SUMMARY: summary,
+        },
+      },
+    );
     child.on('exit', resolve);
   });
   if (code !== 0) failedRounds++;
 } while (failedRounds === 0 && Date.now() - started < minutes * 60_000);
 
-interface Line { scenario: string; iterations: number; events: number; lost: number; appliedTwice: number; reordered: number; duplicatesAbsorbed: number; ok: boolean }
-const lines: Line[] = existsSync(summary) ? readFileSync(summary, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line) : [];
+interface Line {
+  scenario: string;
+  iterations: number;
+  events: number;
+  lost: number;
+  appliedTwice: number;
+  reordered: number;
+  duplicatesAbsorbed: number;
+  ok: boolean;
+}
+const lines: Line[] = existsSync(summary)
+  ? readFileSync(summary, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Line)
+  : [];
 rmSync(dir, { recursive: true, force: true });
 const sum = (f: (l: Line) => number) => lines.reduce((s, l) => s + f(l), 0);
 const t = { lost: sum((l) => l.lost), twice: sum((l) => l.appliedTwice), reordered: sum((l) => l.reordered) };

@@ -2,9 +2,13 @@
 // output, and ends with one plain summary line summed over the packages' node:test reports.
 import { spawn } from 'node:child_process';
 
-const child = spawn('npx', ['turbo', 'run', 'test', '--concurrency=1', '--log-order=stream', ...process.argv.slice(2)], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const child = spawn(
+  'npx',
+  ['turbo', 'run', 'test', '--concurrency=1', '--log-order=stream', ...process.argv.slice(2)],
+  {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 const totals = { pass: 0, fail: 0, skipped: 0 };
 let carry = '';
 child.stdout.on('data', (chunk: Buffer) => {

@@ -14,7 +14,15 @@ const BROKER_RESOURCE = 4 as ConfigResourceTypes;
 
 /** Versions and durability settings, read back from the running servers (never assumed from our config alone). */
 export interface Environment {
-  machine: { hostname: string; cpus: number; cpuModel: string; memoryGiB: number; os: string; loadAverageAtStart: number[]; loadAverageAtEnd?: number[] };
+  machine: {
+    hostname: string;
+    cpus: number;
+    cpuModel: string;
+    memoryGiB: number;
+    os: string;
+    loadAverageAtStart: number[];
+    loadAverageAtEnd?: number[];
+  };
   versions: Record<string, string>;
   durability: {
     postgres: Record<string, string>;
@@ -25,7 +33,12 @@ export interface Environment {
 }
 
 export async function readEnvironment(): Promise<Environment> {
-  const [pg, kf, rd, libs] = await Promise.all([postgresSettings(), kafkaSettings(), redisSettings(), libraryVersions()]);
+  const [pg, kf, rd, libs] = await Promise.all([
+    postgresSettings(),
+    kafkaSettings(),
+    redisSettings(),
+    libraryVersions(),
+  ]);
   const cpus = os.cpus();
   return {
     machine: {
@@ -45,10 +58,23 @@ export async function readEnvironment(): Promise<Environment> {
 async function postgresSettings(): Promise<{ version: string; settings: Record<string, string> }> {
   const sql = connect({ url: stack.DATABASE_URL, max: 1, applicationName: 'postbox-bench-env' });
   try {
-    const names = ['fsync', 'synchronous_commit', 'wal_sync_method', 'full_page_writes', 'wal_level', 'shared_buffers', 'max_wal_size'];
-    const rows = await sql<{ name: string; setting: string; unit: string | null }[]>`SELECT name, setting, unit FROM pg_settings WHERE name = ANY(${names})`;
+    const names = [
+      'fsync',
+      'synchronous_commit',
+      'wal_sync_method',
+      'full_page_writes',
+      'wal_level',
+      'shared_buffers',
+      'max_wal_size',
+    ];
+    const rows = await sql<
+      { name: string; setting: string; unit: string | null }[]
+    >`SELECT name, setting, unit FROM pg_settings WHERE name = ANY(${names})`;
     const [v] = await sql<{ server_version: string }[]>`SHOW server_version`;
-    return { version: v!.server_version, settings: Object.fromEntries(rows.map((r) => [r.name, r.unit ? `${r.setting} ${r.unit}` : r.setting])) };
+    return {
+      version: v!.server_version,
+      settings: Object.fromEntries(rows.map((r) => [r.name, r.unit ? `${r.setting} ${r.unit}` : r.setting])),
+    };
   } catch (cause) {
     throw new Error(`bench: could not read PostgreSQL settings from ${redact(stack.DATABASE_URL)}`, { cause });
   } finally {
@@ -61,12 +87,20 @@ async function kafkaSettings(): Promise<{ version: string; settings: Record<stri
   try {
     await admin.connect();
     const cluster = await admin.describeCluster();
-    const names = ['min.insync.replicas', 'default.replication.factor', 'unclean.leader.election.enable', 'log.flush.interval.messages', 'log.flush.interval.ms'];
+    const names = [
+      'min.insync.replicas',
+      'default.replication.factor',
+      'unclean.leader.election.enable',
+      'log.flush.interval.messages',
+      'log.flush.interval.ms',
+    ];
     const described = await admin.describeConfigs({
       includeSynonyms: false,
       resources: [{ type: BROKER_RESOURCE, name: String(cluster.brokers[0]?.nodeId ?? 1), configNames: names }],
     });
-    const broker = Object.fromEntries((described.resources[0]?.configEntries ?? []).map((e) => [e.configName, e.configValue ?? 'null']));
+    const broker = Object.fromEntries(
+      (described.resources[0]?.configEntries ?? []).map((e) => [e.configName, e.configValue ?? 'null']),
+    );
     return {
       version: await kafkaVersion(),
       settings: {
@@ -117,7 +151,10 @@ async function libraryVersions(): Promise<Record<string, string>> {
   const entries = await Promise.all(
     names.map(async (name) => {
       const text = await readFile(path.join(REPO, 'node_modules', name, 'package.json'), 'utf8').catch(() => null);
-      return [name === 'postgres' ? 'postgres.js' : name, text ? (JSON.parse(text) as { version: string }).version : 'not installed'] as const;
+      return [
+        name === 'postgres' ? 'postgres.js' : name,
+        text ? (JSON.parse(text) as { version: string }).version : 'not installed',
+      ] as const;
     }),
   );
   return Object.fromEntries(entries);

@@ -42,8 +42,20 @@ async function main(argv: string[]): Promise<number> {
   const seconds = (performance.now() - started) / 1000;
   // The machine is shared: the load around the run says how noisy its figures are.
   env.machine.loadAverageAtEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
-  console.log(`\n${textTable(report.rows)}\n\n${options.scenario}${options.quick ? ' --quick' : ''}: ${seconds.toFixed(0)} s`);
-  const json = { suite: 'postbox-bench', format: 1, startedAt, seconds, parameters: parameters(options), ...env, ...report.results, stepSeconds: steps, failures };
+  console.log(
+    `\n${textTable(report.rows)}\n\n${options.scenario}${options.quick ? ' --quick' : ''}: ${seconds.toFixed(0)} s`,
+  );
+  const json = {
+    suite: 'postbox-bench',
+    format: 1,
+    startedAt,
+    seconds,
+    parameters: parameters(options),
+    ...env,
+    ...report.results,
+    stepSeconds: steps,
+    failures,
+  };
   if (options.json) await writeFile(options.json, `${JSON.stringify(json, null, 2)}\n`);
   if (options.markdown) await writeFile(options.markdown, markdownTable(report.rows, env, options, seconds));
   return failures.length > 0 ? 1 : 0;
@@ -55,7 +67,8 @@ function parameters(o: BenchOptions) {
 
 function describe(e: unknown): string {
   const parts: string[] = [];
-  for (let c: unknown = e, depth = 0; c && depth < 5; c = (c as Error).cause, depth++) parts.push((c as Error).message ?? String(c));
+  for (let c: unknown = e, depth = 0; c && depth < 5; c = (c as Error).cause, depth++)
+    parts.push((c as Error).message ?? String(c));
   return parts.join(' ← ');
 }
 

@@ -89,7 +89,8 @@ export function parseOptions(argv: string[]): Parsed {
   }
   if (positionals.length > 1) throw new Error(`one scenario at a time, got ${positionals.join(' ')}`);
   const quick = values.quick === true;
-  const threads = values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
+  const threads =
+    values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
   const events = int(values.events, 'events', 100, 100_000_000, quick ? 20_000 : 100_000);
   return {
     help: false,
@@ -114,6 +115,7 @@ export function parseOptions(argv: string[]): Parsed {
 function int(raw: string | undefined, name: string, min: number, max: number, fallback?: number): number {
   if (raw === undefined && fallback !== undefined) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`--${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   return n;
 }

@@ -65,9 +65,19 @@ export function plan(options: BenchOptions): PlannedStep[] {
   };
   if (options.scenario === 'all') SCENARIOS.forEach(add);
   else add(options.scenario);
-  const baselines = new Set<BaselineName>(options.scenario === 'all' ? (Object.keys(BASELINES) as BaselineName[]) : [...scenarios].flatMap((s) => NEEDS[s].baselines));
+  const baselines = new Set<BaselineName>(
+    options.scenario === 'all'
+      ? (Object.keys(BASELINES) as BaselineName[])
+      : [...scenarios].flatMap((s) => NEEDS[s].baselines),
+  );
   return [
-    ...(Object.keys(BASELINES) as BaselineName[]).filter((b) => baselines.has(b)).map((name) => ({ kind: 'baseline' as const, name, run: BASELINES[name] })),
-    ...SCENARIOS.filter((s) => scenarios.has(s)).map((name) => ({ kind: 'scenario' as const, name, run: SCENARIO_STEPS[name] })),
+    ...(Object.keys(BASELINES) as BaselineName[])
+      .filter((b) => baselines.has(b))
+      .map((name) => ({ kind: 'baseline' as const, name, run: BASELINES[name] })),
+    ...SCENARIOS.filter((s) => scenarios.has(s)).map((name) => ({
+      kind: 'scenario' as const,
+      name,
+      run: SCENARIO_STEPS[name],
+    })),
   ];
 }

@@ -26,7 +26,13 @@ export class Report {
   readonly rows: Row[] = [];
   readonly results: Results = { baselines: {}, peers: {}, scenarios: {} };
 
-  row(section: string, what: string, figure: string, ratios: Array<[string, number | null | undefined]> = [], note = ''): void {
+  row(
+    section: string,
+    what: string,
+    figure: string,
+    ratios: Array<[string, number | null | undefined]> = [],
+    note = '',
+  ): void {
     const text = ratios
       .filter(([, v]) => v !== null && v !== undefined && Number.isFinite(v))
       .map(([label, v]) => `${(v as number).toFixed(2)}× ${label}`)
@@ -53,7 +59,11 @@ const HEAD = ['section', 'what', 'figure', 'ratio to its bound', 'note'] as cons
 export function textTable(rows: Row[]): string {
   const cells = rows.map((r) => [r.section, r.what, r.figure, r.ratios, r.note]);
   const widths = HEAD.map((h, i) => Math.min(i === 4 ? 60 : 70, Math.max(h.length, ...cells.map((c) => c[i]!.length))));
-  const line = (c: readonly string[]) => c.map((v, i) => (i === 2 ? v.padStart(widths[i]!) : v.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (c: readonly string[]) =>
+    c
+      .map((v, i) => (i === 2 ? v.padStart(widths[i]!) : v.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(HEAD), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
 }
 

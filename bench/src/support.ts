@@ -43,7 +43,10 @@ export async function benchDatabase(max = 8): Promise<BenchDatabase> {
       dropped ??= (async () => {
         liveDatabases.delete(db);
         await sql.end({ timeout: 5 }).catch(() => {});
-        await withAdmin((admin) => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), `drop database ${name}`);
+        await withAdmin(
+          (admin) => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+          `drop database ${name}`,
+        );
       })();
       return dropped;
     },
@@ -78,7 +81,10 @@ export async function benchTopic(prefix: string, partitions: number): Promise<st
   const admin = createKafka(kafka).admin();
   try {
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
+    });
   } catch (cause) {
     throw new Error(`bench: could not create topic ${topic} on ${kafka.brokers.join(',')}`, { cause });
   } finally {
@@ -105,7 +111,8 @@ export async function deleteTopics(topics: string[]): Promise<void> {
 /** Drops every database, topic and consumer group still alive (the end of a run, or after a failure). */
 export async function cleanupAll(): Promise<string[]> {
   const problems: string[] = [];
-  for (const db of [...liveDatabases]) await db.drop().catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
+  for (const db of [...liveDatabases])
+    await db.drop().catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
   await deleteTopics([...liveTopics]).catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
   await deleteGroups([...liveGroups]).catch((e: Error) => problems.push(`${e.message}: ${String(e.cause)}`));
   return problems;
@@ -116,14 +123,17 @@ async function deleteGroups(groups: string[]): Promise<void> {
   const admin = createKafka(kafka).admin();
   try {
     await admin.connect();
-    const results = await admin.deleteGroups(groups).catch((e: { groups?: Array<{ groupId: string; errorCode: number; error?: { type?: string } }> }) => {
-      if (!e.groups) throw e;
-      return e.groups;
-    });
+    const results = await admin
+      .deleteGroups(groups)
+      .catch((e: { groups?: Array<{ groupId: string; errorCode: number; error?: { type?: string } }> }) => {
+        if (!e.groups) throw e;
+        return e.groups;
+      });
     for (const g of groups) liveGroups.delete(g);
     // A group that never committed an offset may be gone already; anything else is worth saying.
     const failed = results.filter((r) => r.errorCode !== 0 && r.error?.type !== 'GROUP_ID_NOT_FOUND');
-    if (failed.length > 0) throw new Error(failed.map((r) => `${r.groupId}: ${r.error?.type ?? r.errorCode}`).join(', '));
+    if (failed.length > 0)
+      throw new Error(failed.map((r) => `${r.groupId}: ${r.error?.type ?? r.errorCode}`).join(', '));
   } catch (cause) {
     throw new Error(`bench: could not delete consumer groups ${groups.join(', ')}`, { cause });
   } finally {
@@ -134,7 +144,12 @@ async function deleteGroups(groups: string[]): Promise<void> {
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Waits until probe() is true, checking every `everyMs`; throws, naming `what`, after timeoutMs. */
-export async function until(probe: () => boolean | Promise<boolean>, what: string, timeoutMs: number, everyMs = 25): Promise<void> {
+export async function until(
+  probe: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs: number,
+  everyMs = 25,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`bench: timed out after ${timeoutMs} ms waiting for ${what}`);
@@ -160,7 +175,12 @@ export function progressBar(label: string, total: number): (done: number) => voi
  * Runs `worker` on `concurrency` loops until `ms` passed; returns completed operations and seconds. Each loop
  * runs once before the clock starts (connections opened, statements prepared): not counted.
  */
-export async function timed(concurrency: number, ms: number, worker: (loop: number) => Promise<number>, progress?: (done: number) => void): Promise<{ done: number; seconds: number }> {
+export async function timed(
+  concurrency: number,
+  ms: number,
+  worker: (loop: number) => Promise<number>,
+  progress?: (done: number) => void,
+): Promise<{ done: number; seconds: number }> {
   await Promise.all(Array.from({ length: concurrency }, (_, loop) => worker(loop)));
   let done = 0;
   const started = performance.now();

@@ -1,12 +1,26 @@
-import { compatibilityPartitioner, findErrorBy, ProduceAcks, Producer, stringSerializer, type GenericError } from '@platformatic/kafka';
+import {
+  compatibilityPartitioner,
+  findErrorBy,
+  ProduceAcks,
+  Producer,
+  stringSerializer,
+  type GenericError,
+} from '@platformatic/kafka';
 import { BrokerError } from '@postbox/engine';
 import type { KafkaConnection } from '@postbox/engine/kafka';
 import type { OutboundMessage, Publisher, PublishOutcome } from '@postbox/engine/runtime';
 
 // Protocol errors no retry fixes (the engine's kafkajs adapter treats the same ones as permanent).
 const PERMANENT = new Set([
-  'MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE', 'INVALID_TOPIC_EXCEPTION',
-  'UNKNOWN_TOPIC_OR_PARTITION', 'TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'INVALID_REQUIRED_ACKS',
+  'MESSAGE_TOO_LARGE',
+  'RECORD_LIST_TOO_LARGE',
+  'INVALID_RECORD',
+  'CORRUPT_MESSAGE',
+  'INVALID_TOPIC_EXCEPTION',
+  'UNKNOWN_TOPIC_OR_PARTITION',
+  'TOPIC_AUTHORIZATION_FAILED',
+  'CLUSTER_AUTHORIZATION_FAILED',
+  'INVALID_REQUIRED_ACKS',
   'UNSUPPORTED_VERSION',
 ]);
 
@@ -39,7 +53,13 @@ export class PlatformaticPublisher implements Publisher {
       const partitions = await Promise.all(messages.map((m) => this.#partitionOf(m)));
       const result = await this.#producer.send({
         acks: ProduceAcks.ALL,
-        messages: messages.map((m, i) => ({ topic: m.topic, partition: partitions[i]!, key: Buffer.from(m.key), value: m.value, headers: m.headers })),
+        messages: messages.map((m, i) => ({
+          topic: m.topic,
+          partition: partitions[i]!,
+          key: Buffer.from(m.key),
+          value: m.value,
+          headers: m.headers,
+        })),
       });
       const base = new Map((result.offsets ?? []).map((o) => [`${o.topic}\u0000${o.partition}`, o.offset]));
       const seen = new Map<string, bigint>();
@@ -48,7 +68,15 @@ export class PlatformaticPublisher implements Publisher {
         const index = seen.get(slot) ?? 0n;
         seen.set(slot, index + 1n);
         const first = base.get(slot);
-        if (first === undefined) return { ok: false, error: new BrokerError('platformatic_no_offset', 'unknown', `no offset returned for ${slot.replace('\u0000', '/')}`) };
+        if (first === undefined)
+          return {
+            ok: false,
+            error: new BrokerError(
+              'platformatic_no_offset',
+              'unknown',
+              `no offset returned for ${slot.replace('\u0000', '/')}`,
+            ),
+          };
         return { ok: true, confirmation: { partition: partitions[i]!, offset: (first + index).toString() } };
       });
     } catch (cause) {
@@ -67,7 +95,12 @@ export class PlatformaticPublisher implements Publisher {
     if (count === undefined) {
       const metadata = await this.#producer.metadata({ topics: [m.topic] });
       count = metadata.topics.get(m.topic)?.partitionsCount;
-      if (!count) throw new BrokerError('platformatic_unknown_topic', 'permanent', `topic ${m.topic} has no partitions in the cluster metadata`);
+      if (!count)
+        throw new BrokerError(
+          'platformatic_unknown_topic',
+          'permanent',
+          `topic ${m.topic} has no partitions in the cluster metadata`,
+        );
       this.#partitions.set(m.topic, count);
     }
     return compatibilityPartitioner(undefined as never, Buffer.from(m.key)) % count;
@@ -81,6 +114,8 @@ function classify(cause: unknown): BrokerError {
   const apiId = protocol?.apiId as string | undefined;
   const timeout = findErrorBy<GenericError>(error, 'code', 'PLT_KFK_TIMEOUT');
   const kind = apiId && PERMANENT.has(apiId) ? 'permanent' : timeout ? 'unknown' : 'transient';
-  const code = apiId ? `kafka_${apiId.toLowerCase()}` : `platformatic_${String((error as GenericError)?.code ?? 'error').toLowerCase()}`;
+  const code = apiId
+    ? `kafka_${apiId.toLowerCase()}`
+    : `platformatic_${String((error as GenericError)?.code ?? 'error').toLowerCase()}`;
   return new BrokerError(code, kind, `kafka (@platformatic/kafka): ${error?.message ?? String(cause)}`, { cause });
 }

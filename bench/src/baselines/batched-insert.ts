@@ -21,8 +21,15 @@ export async function batchedInsertBaseline({ options, report }: Bench): Promise
             const from = next;
             next += 500;
             const rows = Array.from({ length: Math.min(500, options.events - from) }, (_, k) => ({
-              event_id: newEventId(), event_type: 'OrderPlaced', schema_version: 1, aggregate_id: `b${connections}-${from + k}`,
-              aggregate_version: 1, topic: 'bench.unused', payload, producer: 'bench', occurred_at: new Date(),
+              event_id: newEventId(),
+              event_type: 'OrderPlaced',
+              schema_version: 1,
+              aggregate_id: `b${connections}-${from + k}`,
+              aggregate_version: 1,
+              topic: 'bench.unused',
+              payload,
+              producer: 'bench',
+              occurred_at: new Date(),
             }));
             await db.sql`INSERT INTO message_outbox ${db.sql(rows)}`;
             bar((done += rows.length));
@@ -32,8 +39,19 @@ export async function batchedInsertBaseline({ options, report }: Bench): Promise
       byConnections[connections] = perSecond(options.events, (performance.now() - started) / 1000);
     }
     const best = Math.max(...Object.values(byConnections));
-    report.results.baselines.batchedInsert = { eventsPerSecond: best, batch: 500, byConnections, events: options.events };
-    report.row('baseline', 'raw batched insert (500 rows a statement)', rate(best), [], `1 conn. ${rate(byConnections[1]!)}, 4 conn. ${rate(byConnections[4]!)}`);
+    report.results.baselines.batchedInsert = {
+      eventsPerSecond: best,
+      batch: 500,
+      byConnections,
+      events: options.events,
+    };
+    report.row(
+      'baseline',
+      'raw batched insert (500 rows a statement)',
+      rate(best),
+      [],
+      `1 conn. ${rate(byConnections[1]!)}, 4 conn. ${rate(byConnections[4]!)}`,
+    );
   } finally {
     await db.drop();
   }

@@ -18,10 +18,36 @@ export async function claimMarkBaseline({ options, report }: Bench): Promise<voi
     await db.sql`TRUNCATE seed_outbox`;
     await fillSeed(db, options.events, options.payload);
     const literal = await cycle(db, 'ORDER BY created_at', options.events, options.batch, options.windowMs);
-    report.results.baselines.claimMark = { eventsPerSecond: indexed.rate, events: indexed.rows, seconds: indexed.seconds, batch: options.batch, claimers: 4, order: 'available_at, created_at' };
-    report.results.baselines.claimMarkCreatedAtOrder = { eventsPerSecond: literal.rate, events: literal.rows, seconds: literal.seconds, batch: options.batch, claimers: 4, order: 'created_at' };
-    report.row('baseline', `raw claim + mark (seed SQL, batch ${options.batch}, 4 claimers)`, rate(indexed.rate), [], 'ORDER BY available_at, created_at (the index order)');
-    report.row('baseline', 'raw claim + mark, ORDER BY created_at alone', rate(literal.rate), [], 'the seed literal ORDER BY');
+    report.results.baselines.claimMark = {
+      eventsPerSecond: indexed.rate,
+      events: indexed.rows,
+      seconds: indexed.seconds,
+      batch: options.batch,
+      claimers: 4,
+      order: 'available_at, created_at',
+    };
+    report.results.baselines.claimMarkCreatedAtOrder = {
+      eventsPerSecond: literal.rate,
+      events: literal.rows,
+      seconds: literal.seconds,
+      batch: options.batch,
+      claimers: 4,
+      order: 'created_at',
+    };
+    report.row(
+      'baseline',
+      `raw claim + mark (seed SQL, batch ${options.batch}, 4 claimers)`,
+      rate(indexed.rate),
+      [],
+      'ORDER BY available_at, created_at (the index order)',
+    );
+    report.row(
+      'baseline',
+      'raw claim + mark, ORDER BY created_at alone',
+      rate(literal.rate),
+      [],
+      'the seed literal ORDER BY',
+    );
   } finally {
     await db.drop();
   }
@@ -59,7 +85,13 @@ async function fillSeed(db: BenchDatabase, events: number, payload: number): Pro
   await db.sql`VACUUM ANALYZE seed_outbox`;
 }
 
-async function cycle(db: BenchDatabase, order: string, events: number, batch: number, windowMs: number | null): Promise<{ rows: number; seconds: number; rate: number }> {
+async function cycle(
+  db: BenchDatabase,
+  order: string,
+  events: number,
+  batch: number,
+  windowMs: number | null,
+): Promise<{ rows: number; seconds: number; rate: number }> {
   const bar = progressBar(`raw claim + mark, ${order.replace('ORDER BY ', 'by ')}`, windowMs ?? events);
   let rows = 0;
   const started = performance.now();

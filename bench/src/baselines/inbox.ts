@@ -12,14 +12,42 @@ export async function inboxBaseline({ options, report }: Bench): Promise<void> {
   const db = await benchDatabase(8);
   try {
     let n = 0;
-    const perEvent = await timed(8, options.windowMs, async () => (await inboxTransaction(db.sql, 'raw-one', [n++]), 1), progressBar('raw inbox, one tx per event, 8 conn.', options.windowMs));
+    const perEvent = await timed(
+      8,
+      options.windowMs,
+      async () => (await inboxTransaction(db.sql, 'raw-one', [n++]), 1),
+      progressBar('raw inbox, one tx per event, 8 conn.', options.windowMs),
+    );
     const byConnections: Record<string, number> = {};
-    for (const connections of [1, 2]) byConnections[connections] = await batched(db.sql, `raw-batch-${connections}`, options.events, connections);
+    for (const connections of [1, 2])
+      byConnections[connections] = await batched(db.sql, `raw-batch-${connections}`, options.events, connections);
     const best = Math.max(...Object.values(byConnections));
-    report.results.baselines.inboxPerEvent = { eventsPerSecond: perSecond(perEvent.done, perEvent.seconds), events: perEvent.done, seconds: perEvent.seconds, connections: 8 };
-    report.results.baselines.inboxBatched = { eventsPerSecond: best, events: options.events, batch: 500, byConnections };
-    report.row('baseline', 'raw inbox, one transaction per event (8 conn.)', rate(report.baseline('inboxPerEvent')!), [], 'inbox insert + projection upsert');
-    report.row('baseline', 'raw inbox, 500 events a transaction', rate(best), [], `1 conn. ${rate(byConnections[1]!)}, 2 conn. ${rate(byConnections[2]!)}`);
+    report.results.baselines.inboxPerEvent = {
+      eventsPerSecond: perSecond(perEvent.done, perEvent.seconds),
+      events: perEvent.done,
+      seconds: perEvent.seconds,
+      connections: 8,
+    };
+    report.results.baselines.inboxBatched = {
+      eventsPerSecond: best,
+      events: options.events,
+      batch: 500,
+      byConnections,
+    };
+    report.row(
+      'baseline',
+      'raw inbox, one transaction per event (8 conn.)',
+      rate(report.baseline('inboxPerEvent')!),
+      [],
+      'inbox insert + projection upsert',
+    );
+    report.row(
+      'baseline',
+      'raw inbox, 500 events a transaction',
+      rate(best),
+      [],
+      `1 conn. ${rate(byConnections[1]!)}, 2 conn. ${rate(byConnections[2]!)}`,
+    );
   } finally {
     await db.drop();
   }

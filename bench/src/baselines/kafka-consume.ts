@@ -11,9 +11,16 @@ import { fillTopic } from '../workload/fill.ts';
  */
 export async function kafkaConsumeBaseline({ options, report }: Bench): Promise<void> {
   const topic = await benchTopic('consume', options.partitions);
-  const consumer = createKafka(kafka).consumer({ groupId: trackGroup(uniqueName('bench-raw-consume')), maxBytes: 8 * 1024 * 1024, maxWaitTimeInMs: 250 });
+  const consumer = createKafka(kafka).consumer({
+    groupId: trackGroup(uniqueName('bench-raw-consume')),
+    maxBytes: 8 * 1024 * 1024,
+    maxWaitTimeInMs: 250,
+  });
   try {
-    await fillTopic({ topic, events: options.events, payload: options.payload }, progressBar('fill topic (raw consume)', options.events));
+    await fillTopic(
+      { topic, events: options.events, payload: options.payload },
+      progressBar('fill topic (raw consume)', options.events),
+    );
     const bar = progressBar('raw kafkajs consume', options.events);
     let seen = 0;
     let first = 0;
@@ -32,7 +39,13 @@ export async function kafkaConsumeBaseline({ options, report }: Bench): Promise<
     // The first batch's own fetch is not in [first, last]: count from the records after it.
     const eventsPerSecond = perSecond(options.events, (last - first) / 1000);
     report.results.baselines.kafkaConsume = { eventsPerSecond, events: options.events, seconds: (last - first) / 1000 };
-    report.row('baseline', 'raw kafkajs consume (eachBatch, no work)', rate(eventsPerSecond), [], 'first record to last, join excluded');
+    report.row(
+      'baseline',
+      'raw kafkajs consume (eachBatch, no work)',
+      rate(eventsPerSecond),
+      [],
+      'first record to last, join excluded',
+    );
   } finally {
     await consumer.disconnect().catch(() => {});
     await deleteTopics([topic]);

@@ -12,15 +12,33 @@ import { benchData } from '../workload/fill.ts';
  */
 export async function kafkaProduceBaseline({ options, report }: Bench): Promise<void> {
   const byBatch: Record<string, number> = {};
-  for (const batch of [100, 500]) byBatch[batch] = await produce(options.events, options.payload, options.partitions, batch);
+  for (const batch of [100, 500])
+    byBatch[batch] = await produce(options.events, options.payload, options.partitions, batch);
   const best = Math.max(...Object.values(byBatch));
-  report.results.baselines.kafkaProduce = { eventsPerSecond: best, byBatch, events: options.events, acks: -1, idempotent: true };
-  report.row('baseline', 'raw kafkajs produce (acks=all, idempotent)', rate(best), [], `batch 100: ${rate(byBatch[100]!)}, batch 500: ${rate(byBatch[500]!)}`);
+  report.results.baselines.kafkaProduce = {
+    eventsPerSecond: best,
+    byBatch,
+    events: options.events,
+    acks: -1,
+    idempotent: true,
+  };
+  report.row(
+    'baseline',
+    'raw kafkajs produce (acks=all, idempotent)',
+    rate(best),
+    [],
+    `batch 100: ${rate(byBatch[100]!)}, batch 500: ${rate(byBatch[500]!)}`,
+  );
 }
 
 async function produce(events: number, payload: number, partitions: number, batch: number): Promise<number> {
   const topic = await benchTopic('produce', partitions);
-  const producer = createKafka(kafka).producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = createKafka(kafka).producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
   const value = benchData(payload);
   const aggregates = Math.max(1, Math.floor(events / 10));
   const bar = progressBar(`raw kafkajs produce, batch ${batch}`, events);
@@ -31,7 +49,21 @@ async function produce(events: number, payload: number, partitions: number, batc
       const n = Math.min(batch, events - sent);
       const messages = Array.from({ length: n }, (_, i) => {
         const key = `a-${(sent + i) % aggregates}`;
-        return { key, value, headers: { ce_specversion: '1.0', ce_id: newEventId(), ce_type: 'OrderPlaced', ce_source: 'bench', ce_subject: key, ce_time: new Date().toISOString(), ce_aggregateversion: '1', ce_schemaversion: '1', 'content-type': 'application/json' } };
+        return {
+          key,
+          value,
+          headers: {
+            ce_specversion: '1.0',
+            ce_id: newEventId(),
+            ce_type: 'OrderPlaced',
+            ce_source: 'bench',
+            ce_subject: key,
+            ce_time: new Date().toISOString(),
+            ce_aggregateversion: '1',
+            ce_schemaversion: '1',
+            'content-type': 'application/json',
+          },
+        };
       });
       await producer.send({ topic, acks: -1, messages });
       bar(sent + n);

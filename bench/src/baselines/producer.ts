@@ -15,14 +15,34 @@ export async function producerBaseline({ options, report }: Bench): Promise<void
     const byConnections: Record<string, number> = {};
     let n = 0;
     for (const connections of CONNECTIONS) {
-      const writer = rawOrderWriter(db.sql, { topic: 'bench.unused', payload: options.payload, prefix: `raw${connections}` });
-      const run = await timed(connections, options.windowMs, async () => (await writer.place(n++), 1), progressBar(`raw producer, ${connections} connections`, options.windowMs));
+      const writer = rawOrderWriter(db.sql, {
+        topic: 'bench.unused',
+        payload: options.payload,
+        prefix: `raw${connections}`,
+      });
+      const run = await timed(
+        connections,
+        options.windowMs,
+        async () => (await writer.place(n++), 1),
+        progressBar(`raw producer, ${connections} connections`, options.windowMs),
+      );
       byConnections[connections] = perSecond(run.done, run.seconds);
     }
     const [bestConnections, best] = Object.entries(byConnections).sort((a, b) => b[1] - a[1])[0]!;
-    report.results.baselines.producer = { eventsPerSecond: best, bestConnections: Number(bestConnections), byConnections, windowMs: options.windowMs };
+    report.results.baselines.producer = {
+      eventsPerSecond: best,
+      bestConnections: Number(bestConnections),
+      byConnections,
+      windowMs: options.windowMs,
+    };
     for (const c of CONNECTIONS) {
-      report.row('baseline', `raw producer, ${c} connection${c > 1 ? 's' : ''}`, rate(byConnections[c]!), [], c === Number(bestConnections) ? 'best: bounds e2e' : 'order row + outbox row per transaction');
+      report.row(
+        'baseline',
+        `raw producer, ${c} connection${c > 1 ? 's' : ''}`,
+        rate(byConnections[c]!),
+        [],
+        c === Number(bestConnections) ? 'best: bounds e2e' : 'order row + outbox row per transaction',
+      );
     }
   } finally {
     await db.drop();

@@ -1,6 +1,12 @@
 import { createKafka } from '@postbox/engine/kafka';
 import { Partitioners } from 'kafkajs';
-import { DatabaseSetup, getDisabledLogger, initializePollingMessageListener, type GeneralMessageHandler, type TransactionalMessage } from 'pg-transactional-outbox';
+import {
+  DatabaseSetup,
+  getDisabledLogger,
+  initializePollingMessageListener,
+  type GeneralMessageHandler,
+  type TransactionalMessage,
+} from 'pg-transactional-outbox';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
 import { benchDatabase, benchTopic, deleteTopics, kafka, perSecond, progressBar, sleep } from '../support.ts';
@@ -19,10 +25,22 @@ const NEXT = 'pto_next_outbox_messages';
 export async function pgTransactionalOutboxPeer({ options, report }: Bench): Promise<void> {
   const db = await benchDatabase(4);
   const topic = await benchTopic('pto', options.partitions);
-  const producer = createKafka(kafka).producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = createKafka(kafka).producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
   let shutdown: (() => Promise<void>) | null = null;
   try {
-    const setup = { outboxOrInbox: 'outbox' as const, database: db.name, schema: 'public', table: TABLE, listenerRole: 'postgres', nextMessagesName: NEXT };
+    const setup = {
+      outboxOrInbox: 'outbox' as const,
+      database: db.name,
+      schema: 'public',
+      table: TABLE,
+      listenerRole: 'postgres',
+      nextMessagesName: NEXT,
+    };
     await db.sql.unsafe(DatabaseSetup.dropAndCreateTable(setup));
     await db.sql.unsafe(DatabaseSetup.createPollingFunction(setup));
     await db.sql.unsafe(DatabaseSetup.setupPollingIndexes(setup));
@@ -40,7 +58,13 @@ export async function pgTransactionalOutboxPeer({ options, report }: Bench): Pro
         await producer.send({
           topic,
           acks: -1,
-          messages: [{ key: message.aggregateId, value: JSON.stringify(message.payload), headers: { ce_id: message.id, ce_type: message.messageType, ce_specversion: '1.0', ce_source: 'bench' } }],
+          messages: [
+            {
+              key: message.aggregateId,
+              value: JSON.stringify(message.payload),
+              headers: { ce_id: message.id, ce_type: message.messageType, ce_specversion: '1.0', ce_source: 'bench' },
+            },
+          ],
         });
         sent++;
       },
@@ -74,10 +98,26 @@ export async function pgTransactionalOutboxPeer({ options, report }: Bench): Pro
     }
     bar(options.windowMs * 2);
     const seconds = (performance.now() - started) / 1000;
-    const [row] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pto_outbox WHERE processed_at IS NOT NULL`;
+    const [row] = await db.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM pto_outbox WHERE processed_at IS NOT NULL`;
     const eventsPerSecond = perSecond(row!.n, seconds);
-    report.results.peers.pgTransactionalOutbox = { eventsPerSecond, events: row!.n, published: sent, seconds, batch: options.batch, listener: 'polling', pollMs: 10 };
-    report.row('peer', 'pg-transactional-outbox (polling listener → kafkajs)', rate(eventsPerSecond), [], `outbox rows marked processed in ${seconds.toFixed(1)} s`);
+    report.results.peers.pgTransactionalOutbox = {
+      eventsPerSecond,
+      events: row!.n,
+      published: sent,
+      seconds,
+      batch: options.batch,
+      listener: 'polling',
+      pollMs: 10,
+    };
+    report.row(
+      'peer',
+      'pg-transactional-outbox (polling listener → kafkajs)',
+      rate(eventsPerSecond),
+      [],
+      `outbox rows marked processed in ${seconds.toFixed(1)} s`,
+    );
   } catch (cause) {
     report.results.peers.pgTransactionalOutbox = { error: describe(cause) };
     report.row('peer', 'pg-transactional-outbox', 'failed', [], describe(cause).slice(0, 60));
@@ -89,4 +129,5 @@ export async function pgTransactionalOutboxPeer({ options, report }: Bench): Pro
   }
 }
 
-const describe = (e: unknown) => `${(e as Error)?.message ?? String(e)}${(e as Error)?.cause ? `: ${String((e as Error).cause)}` : ''}`;
+const describe = (e: unknown) =>
+  `${(e as Error)?.message ?? String(e)}${(e as Error)?.cause ? `: ${String((e as Error).cause)}` : ''}`;

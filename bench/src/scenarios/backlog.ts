@@ -34,10 +34,27 @@ export async function backlogScenario({ options, report }: Bench): Promise<void>
   const topic = await benchTopic('backlog', options.partitions);
   const procs: RoleProcess[] = [];
   try {
-    await fillOutbox(db.sql, { topic, events: n, payload: options.payload, prefix: 'bl' }, progressBar(`fill outbox (backlog ${n.toLocaleString('en-US')})`, n));
+    await fillOutbox(
+      db.sql,
+      { topic, events: n, payload: options.payload, prefix: 'bl' },
+      progressBar(`fill outbox (backlog ${n.toLocaleString('en-US')})`, n),
+    );
     await db.sql`ANALYZE message_outbox`;
-    const relay = spawnRelay({ databaseUrl: db.url, topic, partitions: options.partitions, threads: relayThreads, batch: options.batch, label: 'backlog relay' });
-    const consumer = spawnConsumer({ databaseUrl: db.url, topic, consumer: uniqueName('bench-backlog'), threads: defaultConsumerLimits.threads, label: 'backlog consumer' });
+    const relay = spawnRelay({
+      databaseUrl: db.url,
+      topic,
+      partitions: options.partitions,
+      threads: relayThreads,
+      batch: options.batch,
+      label: 'backlog relay',
+    });
+    const consumer = spawnConsumer({
+      databaseUrl: db.url,
+      topic,
+      consumer: uniqueName('bench-backlog'),
+      threads: defaultConsumerLimits.threads,
+      label: 'backlog consumer',
+    });
     procs.push(relay, consumer);
     createWaker(db.sql).wake();
     const samples = await sample(db.sql, n, relay, consumer, options.backlogWindowMs);
@@ -50,7 +67,13 @@ export async function backlogScenario({ options, report }: Bench): Promise<void>
   }
 }
 
-async function sample(sql: Sql, n: number, relay: RoleProcess, consumer: RoleProcess, windowMs: number): Promise<Sample[]> {
+async function sample(
+  sql: Sql,
+  n: number,
+  relay: RoleProcess,
+  consumer: RoleProcess,
+  windowMs: number,
+): Promise<Sample[]> {
   const samples: Sample[] = [];
   const started = performance.now();
   const bar = progressBar('backlog: relay drains the outbox', n);
@@ -58,10 +81,18 @@ async function sample(sql: Sql, n: number, relay: RoleProcess, consumer: RolePro
   for (;;) {
     await sleep(1000);
     const t = (performance.now() - started) / 1000;
-    const [left, relayMiB, consumerMiB, dead] = await Promise.all([unpublished(sql), rssMiB(relay.pid), rssMiB(consumer.pid), deadTuples(sql)]);
+    const [left, relayMiB, consumerMiB, dead] = await Promise.all([
+      unpublished(sql),
+      rssMiB(relay.pid),
+      rssMiB(consumer.pid),
+      deadTuples(sql),
+    ]);
     samples.push({ t, published: n - left, consumed: consumer.committed(), relayMiB, consumerMiB, deadTuples: dead });
     bar(n - left);
-    if (relayMiB === null || consumerMiB === null) throw new Error(`bench: a backlog role exited early (relay pid ${relay.pid}: ${relayMiB === null ? 'gone' : 'alive'}, consumer pid ${consumer.pid}: ${consumerMiB === null ? 'gone' : 'alive'})`);
+    if (relayMiB === null || consumerMiB === null)
+      throw new Error(
+        `bench: a backlog role exited early (relay pid ${relay.pid}: ${relayMiB === null ? 'gone' : 'alive'}, consumer pid ${consumer.pid}: ${consumerMiB === null ? 'gone' : 'alive'})`,
+      );
     if (left === 0 && drainedAt === null) drainedAt = t;
     const tailDone = drainedAt !== null && (t - drainedAt) * 1000 >= CONSUMER_TAIL_MS;
     if (tailDone || consumer.committed() >= n || (windowMs > 0 && t * 1000 >= windowMs)) return samples;
@@ -69,7 +100,9 @@ async function sample(sql: Sql, n: number, relay: RoleProcess, consumer: RolePro
 }
 
 async function deadTuples(sql: Sql): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT coalesce(n_dead_tup, 0)::int AS n FROM pg_stat_user_tables WHERE relname = 'message_outbox'`;
+  const [row] = await sql<
+    { n: number }[]
+  >`SELECT coalesce(n_dead_tup, 0)::int AS n FROM pg_stat_user_tables WHERE relname = 'message_outbox'`;
   return row?.n ?? 0;
 }
 
@@ -94,7 +127,13 @@ function summarize(samples: Sample[], n: number, relayThreads: number, windowMs:
   // JIT, pools, the first fetches) is not growth under backlog.
   const role = (field: 'relayMiB' | 'consumerMiB', work: 'published' | 'consumed') => {
     const steady = samples.find((s) => s[work] >= last[work] / 10) ?? samples[0]!;
-    return { startMiB: steady[field]!, startAt: steady.t, endMiB: last[field]!, peakMiB: Math.max(...samples.map((s) => s[field] ?? 0)), growth: last[field]! / steady[field]! };
+    return {
+      startMiB: steady[field]!,
+      startAt: steady.t,
+      endMiB: last[field]!,
+      peakMiB: Math.max(...samples.map((s) => s[field] ?? 0)),
+      growth: last[field]! / steady[field]!,
+    };
   };
   const relay = role('relayMiB', 'published');
   const consumer = role('consumerMiB', 'consumed');
@@ -104,23 +143,58 @@ function summarize(samples: Sample[], n: number, relayThreads: number, windowMs:
     capped: windowMs > 0 && drained === undefined,
     seconds: last.t,
     rss: { relay, consumer },
-    claimRate: { startPerSecond: claimStart, endPerSecond: claimEnd, endOverStart: claimStart > 0 ? claimEnd / claimStart : null },
-    drainRate: { relayPerSecond: perSecond(drained ? n : last.published, relayEnd), consumerPerSecond: perSecond(last.consumed, last.t), published: last.published, consumed: last.consumed },
+    claimRate: {
+      startPerSecond: claimStart,
+      endPerSecond: claimEnd,
+      endOverStart: claimStart > 0 ? claimEnd / claimStart : null,
+    },
+    drainRate: {
+      relayPerSecond: perSecond(drained ? n : last.published, relayEnd),
+      consumerPerSecond: perSecond(last.consumed, last.t),
+      published: last.published,
+      consumed: last.consumed,
+    },
     maxTopicBacklog: Math.max(...samples.map((s) => s.published - s.consumed)),
     deadTuplesAtEnd: last.deadTuples,
     relayThreads,
     consumerThreads: defaultConsumerLimits.threads,
-    samples: samples.map((s) => ({ t: Math.round(s.t * 10) / 10, published: s.published, consumed: s.consumed, relayMiB: round(s.relayMiB), consumerMiB: round(s.consumerMiB), deadTuples: s.deadTuples })),
+    samples: samples.map((s) => ({
+      t: Math.round(s.t * 10) / 10,
+      published: s.published,
+      consumed: s.consumed,
+      relayMiB: round(s.relayMiB),
+      consumerMiB: round(s.consumerMiB),
+      deadTuples: s.deadTuples,
+    })),
   };
 }
 
 const round = (v: number | null) => (v === null ? null : Math.round(v));
 
 function addRows(report: Bench['report'], b: ReturnType<typeof summarize>): void {
-  const mib = (r: { startMiB: number; endMiB: number; peakMiB: number }) => `${r.startMiB.toFixed(0)} → ${r.endMiB.toFixed(0)} MiB (peak ${r.peakMiB.toFixed(0)})`;
+  const mib = (r: { startMiB: number; endMiB: number; peakMiB: number }) =>
+    `${r.startMiB.toFixed(0)} → ${r.endMiB.toFixed(0)} MiB (peak ${r.peakMiB.toFixed(0)})`;
   const scope = `${b.events.toLocaleString('en-US')}-event backlog${b.capped ? `, first ${b.seconds.toFixed(0)} s` : ''}`;
   report.row('backlog', `relay RSS, ${scope}`, mib(b.rss.relay), [['start', b.rss.relay.growth]], 'end ÷ start');
-  report.row('backlog', `consumer RSS, ${scope}`, mib(b.rss.consumer), [['start', b.rss.consumer.growth]], `topic backlog up to ${b.maxTopicBacklog.toLocaleString('en-US')} events`);
-  report.row('backlog', 'claim rate, 5–25 % → 70–90 % of the outbox', `${rate(b.claimRate.startPerSecond)} → ${rate(b.claimRate.endPerSecond)}`, [['start', b.claimRate.endOverStart]], `${b.deadTuplesAtEnd.toLocaleString('en-US')} dead tuples at the end (target ≥ 0.80×)`);
-  report.row('backlog', 'drain rate: relay (outbox → Kafka) / consumer', `${rate(b.drainRate.relayPerSecond)} / ${rate(b.drainRate.consumerPerSecond)}`, [], `published ${b.drainRate.published.toLocaleString('en-US')}, consumed ${b.drainRate.consumed.toLocaleString('en-US')}`);
+  report.row(
+    'backlog',
+    `consumer RSS, ${scope}`,
+    mib(b.rss.consumer),
+    [['start', b.rss.consumer.growth]],
+    `topic backlog up to ${b.maxTopicBacklog.toLocaleString('en-US')} events`,
+  );
+  report.row(
+    'backlog',
+    'claim rate, 5–25 % → 70–90 % of the outbox',
+    `${rate(b.claimRate.startPerSecond)} → ${rate(b.claimRate.endPerSecond)}`,
+    [['start', b.claimRate.endOverStart]],
+    `${b.deadTuplesAtEnd.toLocaleString('en-US')} dead tuples at the end (target ≥ 0.80×)`,
+  );
+  report.row(
+    'backlog',
+    'drain rate: relay (outbox → Kafka) / consumer',
+    `${rate(b.drainRate.relayPerSecond)} / ${rate(b.drainRate.consumerPerSecond)}`,
+    [],
+    `published ${b.drainRate.published.toLocaleString('en-US')}, consumed ${b.drainRate.consumed.toLocaleString('en-US')}`,
+  );
 }

@@ -1,7 +1,17 @@
 import { defaultConsumerLimits, type ConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
-import { benchDatabase, benchTopic, deleteTopics, perSecond, progressBar, sleep, uniqueName, until, type BenchDatabase } from '../support.ts';
+import {
+  benchDatabase,
+  benchTopic,
+  deleteTopics,
+  perSecond,
+  progressBar,
+  sleep,
+  uniqueName,
+  until,
+  type BenchDatabase,
+} from '../support.ts';
 import { fillTopic } from '../workload/fill.ts';
 import { committed, startConsumer } from '../workload/pipeline.ts';
 
@@ -24,7 +34,10 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
   const db = await benchDatabase(4);
   const topic = await benchTopic('consumer', options.partitions);
   try {
-    await fillTopic({ topic, events: options.events, payload: options.payload }, progressBar('fill topic (consumer)', options.events));
+    await fillTopic(
+      { topic, events: options.events, payload: options.payload },
+      progressBar('fill topic (consumer)', options.events),
+    );
     const perEvent = await consumeOnce(db, topic, options, 'per-event', { maxBatchEvents: 1 });
     const shared = await consumeOnce(db, topic, options, 'shared', {});
     const wide = await consumeOnce(db, topic, options, 'shared-wide', WIDE);
@@ -34,21 +47,65 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
     report.results.scenarios.consumer = {
       eventsPerSecond: shared.rate,
       perEvent: { ...perEvent, ratioToRawInboxPerEvent: ratio(perEvent.rate, rawOne) },
-      sharedTransactions: { ...shared, ratioToRawInboxBatched: ratio(shared.rate, rawBatch), ratioToRawConsume: ratio(shared.rate, rawConsume) },
-      sharedWidePrefetch: { ...wide, ...WIDE, ratioToRawInboxBatched: ratio(wide.rate, rawBatch), ratioToDefaultPrefetch: ratio(wide.rate, shared.rate) },
+      sharedTransactions: {
+        ...shared,
+        ratioToRawInboxBatched: ratio(shared.rate, rawBatch),
+        ratioToRawConsume: ratio(shared.rate, rawConsume),
+      },
+      sharedWidePrefetch: {
+        ...wide,
+        ...WIDE,
+        ratioToRawInboxBatched: ratio(wide.rate, rawBatch),
+        ratioToDefaultPrefetch: ratio(wide.rate, shared.rate),
+      },
       threads: THREADS,
     };
-    report.row('consumer', `consumer, one transaction per event (${THREADS} threads)`, rate(perEvent.rate), [['raw inbox per event', ratio(perEvent.rate, rawOne)]], `${perEvent.events} events in ${perEvent.seconds.toFixed(1)} s`);
-    report.row('consumer', `consumer, shared transactions (≤ ${defaultConsumerLimits.maxBatchEvents})`, rate(shared.rate), [['raw inbox batched', ratio(shared.rate, rawBatch)], ['raw consume', ratio(shared.rate, rawConsume)]], `${shared.events} events in ${shared.seconds.toFixed(1)} s`);
-    report.row('consumer', 'consumer, shared transactions, prefetch 8000 ev / 64 MiB', rate(wide.rate), [['raw inbox batched', ratio(wide.rate, rawBatch)], ['default prefetch', ratio(wide.rate, shared.rate)]], 'the pause/resume cadence at the default cap');
+    report.row(
+      'consumer',
+      `consumer, one transaction per event (${THREADS} threads)`,
+      rate(perEvent.rate),
+      [['raw inbox per event', ratio(perEvent.rate, rawOne)]],
+      `${perEvent.events} events in ${perEvent.seconds.toFixed(1)} s`,
+    );
+    report.row(
+      'consumer',
+      `consumer, shared transactions (≤ ${defaultConsumerLimits.maxBatchEvents})`,
+      rate(shared.rate),
+      [
+        ['raw inbox batched', ratio(shared.rate, rawBatch)],
+        ['raw consume', ratio(shared.rate, rawConsume)],
+      ],
+      `${shared.events} events in ${shared.seconds.toFixed(1)} s`,
+    );
+    report.row(
+      'consumer',
+      'consumer, shared transactions, prefetch 8000 ev / 64 MiB',
+      rate(wide.rate),
+      [
+        ['raw inbox batched', ratio(wide.rate, rawBatch)],
+        ['default prefetch', ratio(wide.rate, shared.rate)],
+      ],
+      'the pause/resume cadence at the default cap',
+    );
   } finally {
     await db.drop();
     await deleteTopics([topic]);
   }
 }
 
-async function consumeOnce(db: BenchDatabase, topic: string, options: Bench['options'], label: string, limits: Partial<ConsumerLimits>): Promise<{ rate: number; events: number; seconds: number; pauses: number; tasks: number }> {
-  const consumer = await startConsumer(db, { name: uniqueName(`bench-consumer-${label}`), topic, threads: THREADS, limits });
+async function consumeOnce(
+  db: BenchDatabase,
+  topic: string,
+  options: Bench['options'],
+  label: string,
+  limits: Partial<ConsumerLimits>,
+): Promise<{ rate: number; events: number; seconds: number; pauses: number; tasks: number }> {
+  const consumer = await startConsumer(db, {
+    name: uniqueName(`bench-consumer-${label}`),
+    topic,
+    threads: THREADS,
+    limits,
+  });
   try {
     await until(() => consumer.stats().received > 0, 'the consumer to receive its first record', 60_000, 5);
     const started = performance.now();

@@ -16,20 +16,35 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
   const events = options.pipelineEvents;
   const db = await benchDatabase(4);
   const topic = await benchTopic('drain', options.partitions);
-  const roles = await startRoles(db, { topic, partitions: options.partitions, relayThreads, consumerThreads: defaultConsumerLimits.threads, batch: options.batch, label: 'drain' });
+  const roles = await startRoles(db, {
+    topic,
+    partitions: options.partitions,
+    relayThreads,
+    consumerThreads: defaultConsumerLimits.threads,
+    batch: options.batch,
+    label: 'drain',
+  });
   try {
     const waker = createWaker(db.sql);
     await fillOutbox(db.sql, { topic, events: 1, payload: options.payload, prefix: 'warm' });
     waker.wake();
     await untilCommitted(roles, 1, 60_000);
-    await fillOutbox(db.sql, { topic, events, payload: options.payload, prefix: 'd' }, progressBar('fill outbox (drain)', events));
+    await fillOutbox(
+      db.sql,
+      { topic, events, payload: options.payload, prefix: 'd' },
+      progressBar('fill outbox (drain)', events),
+    );
     const started = performance.now();
     waker.wake();
     const bar = progressBar('drain: outbox → consumer commit', events);
     await untilCommitted(roles, events + 1, 600_000, (n) => bar(Math.max(0, n - 1)));
     const seconds = (performance.now() - started) / 1000;
     const eventsPerSecond = perSecond(events, seconds);
-    const stages = { claimMark: report.baseline('claimMark'), kafkaProduce: report.baseline('kafkaProduce'), inboxBatched: report.baseline('inboxBatched') };
+    const stages = {
+      claimMark: report.baseline('claimMark'),
+      kafkaProduce: report.baseline('kafkaProduce'),
+      inboxBatched: report.baseline('inboxBatched'),
+    };
     const known = Object.entries(stages).filter((e): e is [string, number] => e[1] !== null);
     const slowest = known.sort((a, b) => a[1] - b[1])[0] ?? null;
     report.results.scenarios.drain = {
@@ -41,7 +56,13 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
       relayThreads,
       consumerThreads: defaultConsumerLimits.threads,
     };
-    report.row('drain', 'drain: pre-filled outbox → consumer commit', rate(eventsPerSecond), [[`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])]], `relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr. (processes)`);
+    report.row(
+      'drain',
+      'drain: pre-filled outbox → consumer commit',
+      rate(eventsPerSecond),
+      [[`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])]],
+      `relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr. (processes)`,
+    );
   } finally {
     await roles.stop();
     await db.drop();

@@ -18,7 +18,14 @@ export async function e2eScenario({ options, report }: Bench): Promise<void> {
   const events = options.pipelineEvents;
   const db = await benchDatabase(concurrency);
   const topic = await benchTopic('e2e', options.partitions);
-  const roles = await startRoles(db, { topic, partitions: options.partitions, relayThreads, consumerThreads: defaultConsumerLimits.threads, batch: options.batch, label: 'e2e' });
+  const roles = await startRoles(db, {
+    topic,
+    partitions: options.partitions,
+    relayThreads,
+    consumerThreads: defaultConsumerLimits.threads,
+    batch: options.batch,
+    label: 'e2e',
+  });
   try {
     const waker = createWaker(db.sql);
     await engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix: 'warm' }).place(0);
@@ -51,9 +58,27 @@ export async function e2eScenario({ options, report }: Bench): Promise<void> {
       relayThreads,
       consumerThreads: defaultConsumerLimits.threads,
     };
-    report.row('e2e', `e2e: producer → relay → Kafka → consumer (${concurrency} producers)`, rate(eventsPerSecond), [['raw producer (best)', ratio(eventsPerSecond, best)]], `first commit → last consumer commit, DB clock; relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr.`);
-    report.row('e2e', 'e2e producer rate (engine enqueue, pipeline running)', rate(producerRate), [['raw producer (best)', ratio(producerRate, best)]], '');
-    report.row('e2e', 'consumer lag when the producer stopped', `${lagEvents.toLocaleString('en-US')} ev`, [], `${(lagEvents / producerRate).toFixed(2)} s of production (target < 1 s)`);
+    report.row(
+      'e2e',
+      `e2e: producer → relay → Kafka → consumer (${concurrency} producers)`,
+      rate(eventsPerSecond),
+      [['raw producer (best)', ratio(eventsPerSecond, best)]],
+      `first commit → last consumer commit, DB clock; relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr.`,
+    );
+    report.row(
+      'e2e',
+      'e2e producer rate (engine enqueue, pipeline running)',
+      rate(producerRate),
+      [['raw producer (best)', ratio(producerRate, best)]],
+      '',
+    );
+    report.row(
+      'e2e',
+      'consumer lag when the producer stopped',
+      `${lagEvents.toLocaleString('en-US')} ev`,
+      [],
+      `${(lagEvents / producerRate).toFixed(2)} s of production (target < 1 s)`,
+    );
   } finally {
     await roles.stop();
     await db.drop();

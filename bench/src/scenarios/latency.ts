@@ -32,7 +32,14 @@ export async function latencyScenario({ options, report }: Bench): Promise<void>
   const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
   const db = await benchDatabase(MAX_IN_FLIGHT);
   const topic = await benchTopic('latency', options.partitions);
-  const roles = await startRoles(db, { topic, partitions: options.partitions, relayThreads, consumerThreads: defaultConsumerLimits.threads, batch: options.batch, label: 'latency' });
+  const roles = await startRoles(db, {
+    topic,
+    partitions: options.partitions,
+    relayThreads,
+    consumerThreads: defaultConsumerLimits.threads,
+    batch: options.batch,
+    label: 'latency',
+  });
   try {
     const waker = createWaker(db.sql);
     await engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix: 'warm' }).place(0);
@@ -45,18 +52,41 @@ export async function latencyScenario({ options, report }: Bench): Promise<void>
       const writer = engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix });
       const bar = progressBar(`latency at ${pct} % (${Math.round(offered)} ev/s)`, options.windowMs * 2);
       const started = performance.now();
-      const watch = setInterval(() => bar(Math.min(options.windowMs * 2, Math.round(performance.now() - started))), 100);
-      const load = await openLoop(writer, offered, options.windowMs * 2, MAX_IN_FLIGHT, 0).finally(() => clearInterval(watch));
+      const watch = setInterval(
+        () => bar(Math.min(options.windowMs * 2, Math.round(performance.now() - started))),
+        100,
+      );
+      const load = await openLoop(writer, offered, options.windowMs * 2, MAX_IN_FLIGHT, 0).finally(() =>
+        clearInterval(watch),
+      );
       bar(options.windowMs * 2);
       total += load.completed;
       await untilCommitted(roles, total, 600_000);
-      levels[`at${pct}`] = { offeredPerSecond: offered, achievedPerSecond: load.completed / load.seconds, shed: load.shed, events: load.completed, ...(await percentiles(db.sql, prefix)) };
+      levels[`at${pct}`] = {
+        offeredPerSecond: offered,
+        achievedPerSecond: load.completed / load.seconds,
+        shed: load.shed,
+        events: load.completed,
+        ...(await percentiles(db.sql, prefix)),
+      };
     }
-    report.results.scenarios.latency = { e2eMaxEventsPerSecond: max, ...levels, windowMs: options.windowMs * 2, relayThreads, consumerThreads: defaultConsumerLimits.threads };
+    report.results.scenarios.latency = {
+      e2eMaxEventsPerSecond: max,
+      ...levels,
+      windowMs: options.windowMs * 2,
+      relayThreads,
+      consumerThreads: defaultConsumerLimits.threads,
+    };
     for (const pct of LEVELS) {
       const l = levels[`at${pct}`]!;
       const note = pct === 50 ? 'target p50 ≤ 10 ms, p99 ≤ 50 ms' : '';
-      report.row('latency', `latency at ${pct} % of e2e max (${rate(l.offeredPerSecond)})`, `p50 ${ms(l.p50Ms)}  p95 ${ms(l.p95Ms)}  p99 ${ms(l.p99Ms)}  max ${ms(l.maxMs)}`, [], note + (l.shed > 0 ? ` ${l.shed} arrivals shed` : ''));
+      report.row(
+        'latency',
+        `latency at ${pct} % of e2e max (${rate(l.offeredPerSecond)})`,
+        `p50 ${ms(l.p50Ms)}  p95 ${ms(l.p95Ms)}  p99 ${ms(l.p99Ms)}  max ${ms(l.maxMs)}`,
+        [],
+        note + (l.shed > 0 ? ` ${l.shed} arrivals shed` : ''),
+      );
     }
   } finally {
     await roles.stop();
@@ -68,7 +98,10 @@ export async function latencyScenario({ options, report }: Bench): Promise<void>
 const ms = (v: number) => `${v.toFixed(1)} ms`;
 
 /** Commit-to-consumer-commit percentiles of one level's events, from the database clock at both ends. */
-async function percentiles(sql: Sql, prefix: string): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs'>> {
+async function percentiles(
+  sql: Sql,
+  prefix: string,
+): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs'>> {
   const [row] = await sql<{ p: number[]; max: number }[]>`
     SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p, max(ms) AS max
     FROM (SELECT extract(epoch FROM p.updated_at - o.created_at)::float8 * 1000 AS ms

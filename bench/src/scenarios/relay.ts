@@ -2,7 +2,16 @@ import type { Publisher } from '@postbox/engine/runtime';
 import { PlatformaticPublisher } from '../adapters/platformatic-publisher.ts';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
-import { benchDatabase, benchTopic, deleteTopics, kafka, perSecond, progressBar, until, type BenchDatabase } from '../support.ts';
+import {
+  benchDatabase,
+  benchTopic,
+  deleteTopics,
+  kafka,
+  perSecond,
+  progressBar,
+  until,
+  type BenchDatabase,
+} from '../support.ts';
 import { fillOutbox } from '../workload/fill.ts';
 import { startRelay } from '../workload/pipeline.ts';
 
@@ -17,7 +26,9 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
   try {
     const byThreads: Record<string, number> = {};
     for (const threads of options.threads) byThreads[threads] = await drainOnce(db, topic, options, threads, null);
-    const platformatic = await drainOnce(db, topic, options, 0, new PlatformaticPublisher(kafka)).catch((cause: unknown) => cause as Error);
+    const platformatic = await drainOnce(db, topic, options, 0, new PlatformaticPublisher(kafka)).catch(
+      (cause: unknown) => cause as Error,
+    );
     const [bestThreads, best] = Object.entries(byThreads).sort((a, b) => b[1] - a[1])[0]!;
     const naive = report.baseline('naiveRelay');
     const peer = report.peer('pgTransactionalOutbox');
@@ -36,14 +47,37 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
     };
     for (const t of options.threads) {
       const v = byThreads[t]!;
-      report.row('relay', `relay, ${t === 0 ? 'main thread' : `${t} pool thread${t > 1 ? 's' : ''}`}`, rate(v), [['naive relay', ratio(v, naive)], ['pg-transactional-outbox', ratio(v, peer)], ['raw claim+mark', ratio(v, claimMark)], ['raw produce', ratio(v, produce)]], t === Number(bestThreads) ? 'best' : '');
+      report.row(
+        'relay',
+        `relay, ${t === 0 ? 'main thread' : `${t} pool thread${t > 1 ? 's' : ''}`}`,
+        rate(v),
+        [
+          ['naive relay', ratio(v, naive)],
+          ['pg-transactional-outbox', ratio(v, peer)],
+          ['raw claim+mark', ratio(v, claimMark)],
+          ['raw produce', ratio(v, produce)],
+        ],
+        t === Number(bestThreads) ? 'best' : '',
+      );
     }
     if (platformatic instanceof Error) {
-      report.results.peers.platformaticKafka = { error: `${platformatic.message}: ${String(platformatic.cause ?? '')}` };
+      report.results.peers.platformaticKafka = {
+        error: `${platformatic.message}: ${String(platformatic.cause ?? '')}`,
+      };
       report.row('peer', '@platformatic/kafka adapter (main thread)', 'failed', [], platformatic.message.slice(0, 60));
     } else {
-      report.results.peers.platformaticKafka = { eventsPerSecond: platformatic, threads: 0, ratioToKafkajsAdapter: ratio(platformatic, byThreads[0]) };
-      report.row('peer', 'relay via @platformatic/kafka adapter (main thread)', rate(platformatic), [['kafkajs adapter, main thread', ratio(platformatic, byThreads[0])]], 'Publisher port, same contract');
+      report.results.peers.platformaticKafka = {
+        eventsPerSecond: platformatic,
+        threads: 0,
+        ratioToKafkajsAdapter: ratio(platformatic, byThreads[0]),
+      };
+      report.row(
+        'peer',
+        'relay via @platformatic/kafka adapter (main thread)',
+        rate(platformatic),
+        [['kafkajs adapter, main thread', ratio(platformatic, byThreads[0])]],
+        'Publisher port, same contract',
+      );
     }
   } finally {
     await db.drop();
@@ -51,7 +85,13 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
   }
 }
 
-async function drainOnce(db: BenchDatabase, topic: string, options: Bench['options'], threads: number, publisher: Publisher | null): Promise<number> {
+async function drainOnce(
+  db: BenchDatabase,
+  topic: string,
+  options: Bench['options'],
+  threads: number,
+  publisher: Publisher | null,
+): Promise<number> {
   await db.sql`TRUNCATE message_outbox`;
   const running = await startRelay(db, { threads, batch: options.batch, ...(publisher ? { publisher } : {}) });
   try {
@@ -59,15 +99,24 @@ async function drainOnce(db: BenchDatabase, topic: string, options: Bench['optio
     running.relay.wake();
     await until(() => running.relay.stats().published >= 1, 'the relay to publish its warm-up row', 60_000);
     const label = publisher ? `relay, ${publisher.constructor.name}` : `relay, ${threads} threads`;
-    await fillOutbox(db.sql, { topic, events: options.events, payload: options.payload, prefix: `r${threads}` }, progressBar(`fill outbox (${label})`, options.events));
+    await fillOutbox(
+      db.sql,
+      { topic, events: options.events, payload: options.payload, prefix: `r${threads}` },
+      progressBar(`fill outbox (${label})`, options.events),
+    );
     const started = performance.now();
     running.relay.wake();
     const bar = progressBar(label, options.events);
-    await until(() => {
-      const n = running.relay.stats().published - 1;
-      bar(n);
-      return n >= options.events;
-    }, `${label} to publish ${options.events} rows`, 600_000, 10);
+    await until(
+      () => {
+        const n = running.relay.stats().published - 1;
+        bar(n);
+        return n >= options.events;
+      },
+      `${label} to publish ${options.events} rows`,
+      600_000,
+      10,
+    );
     return perSecond(options.events, (performance.now() - started) / 1000);
   } finally {
     await running.stop();

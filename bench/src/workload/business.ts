@@ -28,21 +28,34 @@ export function rawOrderWriter(sql: Sql, o: { topic: string; payload: number; pr
 }
 
 /** Through the engine: transaction() + enqueue() (validated envelope, serialized once), a wake-up after commit. */
-export function engineOrderWriter(sql: Sql, waker: Waker, o: { topic: string; payload: number; prefix: string }): OrderWriter {
+export function engineOrderWriter(
+  sql: Sql,
+  waker: Waker,
+  o: { topic: string; payload: number; prefix: string },
+): OrderWriter {
   const data = { pad: 'x'.repeat(Math.max(0, o.payload - 10)) };
   return {
     async place(n) {
       const id = `${o.prefix}-${n}`;
       await transaction(sql, waker, async (tx) => {
         await tx`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES (${id}, 'placed', ${100 + (n % 10_000)}, 1)`;
-        await enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: id, aggregate_version: 1, data }, { topic: o.topic, producer: 'bench' });
+        await enqueue(
+          tx,
+          { event_type: 'OrderPlaced', aggregate_id: id, aggregate_version: 1, data },
+          { topic: o.topic, producer: 'bench' },
+        );
       });
     },
   };
 }
 
 /** Closed loop: `concurrency` writers place `total` orders as fast as they commit. */
-export async function placeOrders(writer: OrderWriter, total: number, concurrency: number, progress?: (done: number) => void): Promise<void> {
+export async function placeOrders(
+  writer: OrderWriter,
+  total: number,
+  concurrency: number,
+  progress?: (done: number) => void,
+): Promise<void> {
   let next = 0;
   let done = 0;
   await Promise.all(
@@ -67,7 +80,13 @@ export interface OpenLoopResult {
  * Open loop: arrivals at a fixed rate for `ms`, each its own transaction, whatever the previous ones are doing
  * (a closed loop would slow down with the system and hide its queueing). Bounded by `maxInFlight`.
  */
-export async function openLoop(writer: OrderWriter, ratePerSecond: number, ms: number, maxInFlight: number, firstIndex: number): Promise<OpenLoopResult> {
+export async function openLoop(
+  writer: OrderWriter,
+  ratePerSecond: number,
+  ms: number,
+  maxInFlight: number,
+  firstIndex: number,
+): Promise<OpenLoopResult> {
   const inFlight = new Set<Promise<void>>();
   const errors: unknown[] = [];
   let offered = 0;
@@ -99,6 +118,7 @@ export async function openLoop(writer: OrderWriter, ratePerSecond: number, ms: n
     await sleep(1);
   }
   await Promise.all(inFlight);
-  if (errors.length > 0) throw new Error(`bench: ${errors.length} producer transaction(s) failed`, { cause: errors[0] });
+  if (errors.length > 0)
+    throw new Error(`bench: ${errors.length} producer transaction(s) failed`, { cause: errors[0] });
   return { offered, completed, shed, seconds: (performance.now() - started) / 1000 };
 }

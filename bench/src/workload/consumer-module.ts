@@ -3,7 +3,8 @@
 import { defineConsumer } from '@postbox/engine';
 
 const env = process.env;
-if (!env.BENCH_CONSUMER || !env.BENCH_TOPIC) throw new Error('consumer-module.ts needs BENCH_CONSUMER and BENCH_TOPIC in the environment');
+if (!env.BENCH_CONSUMER || !env.BENCH_TOPIC)
+  throw new Error('consumer-module.ts needs BENCH_CONSUMER and BENCH_TOPIC in the environment');
 
 export default defineConsumer({
   name: env.BENCH_CONSUMER,

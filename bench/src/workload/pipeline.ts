@@ -18,7 +18,10 @@ export interface RunningRelay {
   stop(): Promise<void>;
 }
 
-export async function startRelay(db: BenchDatabase, o: { threads: number; batch: number; publisher?: Publisher; relay?: Partial<RelayOptions> }): Promise<RunningRelay> {
+export async function startRelay(
+  db: BenchDatabase,
+  o: { threads: number; batch: number; publisher?: Publisher; relay?: Partial<RelayOptions> },
+): Promise<RunningRelay> {
   const options = resolveRelayOptions({ batchSize: o.batch, ...o.relay });
   const sql = connect({ url: db.url, max: 4, applicationName: 'postbox-relay' });
   const executor =
@@ -37,7 +40,10 @@ export async function startRelay(db: BenchDatabase, o: { threads: number; batch:
 }
 
 /** An in-process consumer with a piscina pool, as consume-command.ts builds it (no durable retries: none fail). */
-export async function startConsumer(db: BenchDatabase, o: { name: string; topic: string; threads: number; limits?: Partial<ConsumerLimits> }): Promise<Consumer> {
+export async function startConsumer(
+  db: BenchDatabase,
+  o: { name: string; topic: string; threads: number; limits?: Partial<ConsumerLimits> },
+): Promise<Consumer> {
   const definition = defineConsumer({
     name: o.name,
     topics: [o.topic],
@@ -46,7 +52,12 @@ export async function startConsumer(db: BenchDatabase, o: { name: string; topic:
   });
   const consumer = new Consumer({
     definition,
-    subscriber: new KafkaSubscriber({ ...kafka, clientId: 'postbox-bench-consumer', groupId: trackGroup(definition.groupId), topics: [o.topic] }),
+    subscriber: new KafkaSubscriber({
+      ...kafka,
+      clientId: 'postbox-bench-consumer',
+      groupId: trackGroup(definition.groupId),
+      topics: [o.topic],
+    }),
     executor: createConsumePool({ databaseUrl: db.url, definition }),
     lagIntervalMs: 0,
   });
@@ -59,6 +70,8 @@ export const committed = (s: ConsumerStats) => s.applied + s.drained;
 
 /** Rows still to publish: read through the partial ready index, so cheap even on a large outbox. */
 export async function unpublished(sql: Sql): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE status IN ('pending', 'publishing')`;
+  const [row] = await sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE status IN ('pending', 'publishing')`;
   return row!.n;
 }

@@ -17,7 +17,14 @@ export interface RoleProcess {
 
 const live = new Set<RoleProcess>();
 
-export function spawnRelay(o: { databaseUrl: string; topic: string; partitions: number; threads: number; batch: number; label: string }): RoleProcess {
+export function spawnRelay(o: {
+  databaseUrl: string;
+  topic: string;
+  partitions: number;
+  threads: number;
+  batch: number;
+  label: string;
+}): RoleProcess {
   return spawnRole(o.label, ['relay', '--threads', String(o.threads)], {
     DATABASE_URL: o.databaseUrl,
     POSTBOX_TOPICS: `${o.topic}:${o.partitions}`,
@@ -25,7 +32,13 @@ export function spawnRelay(o: { databaseUrl: string; topic: string; partitions: 
   });
 }
 
-export function spawnConsumer(o: { databaseUrl: string; topic: string; consumer: string; threads: number; label: string }): RoleProcess {
+export function spawnConsumer(o: {
+  databaseUrl: string;
+  topic: string;
+  consumer: string;
+  threads: number;
+  label: string;
+}): RoleProcess {
   trackGroup(`postbox.${o.consumer}`);
   return spawnRole(o.label, ['consume', '--progress', '250', '--threads', String(o.threads), CONSUMER_MODULE], {
     DATABASE_URL: o.databaseUrl,
@@ -40,7 +53,8 @@ function spawnRole(role: string, args: string[], env: Record<string, string>): R
     env: { ...process.env, REDIS_URL: stack.REDIS_URL, KAFKA_BROKERS: stack.KAFKA_BROKERS, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  if (child.pid === undefined) throw new Error(`bench: could not start ${role} (${process.execPath} ${POSTBOX} ${args.join(' ')})`);
+  if (child.pid === undefined)
+    throw new Error(`bench: could not start ${role} (${process.execPath} ${POSTBOX} ${args.join(' ')})`);
   let count = 0;
   let tail = '';
   const stderr: string[] = [];
@@ -74,18 +88,29 @@ function spawnRole(role: string, args: string[], env: Record<string, string>): R
   };
   live.add(proc);
   void exited.then((code) => {
-    if (!stopping && code !== 0) process.stderr.write(`\nbench: ${role} (pid ${child.pid}) exited with ${code}: ${stderr.join('').slice(-2000)}\n`);
+    if (!stopping && code !== 0)
+      process.stderr.write(
+        `\nbench: ${role} (pid ${child.pid}) exited with ${code}: ${stderr.join('').slice(-2000)}\n`,
+      );
   });
   return proc;
 }
 
-async function stopChild(child: ChildProcess, exited: Promise<number | null>, role: string, stderr: string[]): Promise<void> {
+async function stopChild(
+  child: ChildProcess,
+  exited: Promise<number | null>,
+  role: string,
+  stderr: string[],
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
   const code = await exited;
   clearTimeout(timer);
-  if (code !== 0 && code !== null) throw new Error(`bench: ${role} (pid ${child.pid}) stopped with exit code ${code}: ${stderr.join('').slice(-2000)}`);
+  if (code !== 0 && code !== null)
+    throw new Error(
+      `bench: ${role} (pid ${child.pid}) stopped with exit code ${code}: ${stderr.join('').slice(-2000)}`,
+    );
 }
 
 /** Stops every role process still running (the end of a run, or after a failure). */

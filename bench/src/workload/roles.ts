@@ -17,10 +17,26 @@ export interface PipelineRoles {
   stop(): Promise<void>;
 }
 
-export async function startRoles(db: BenchDatabase, o: { topic: string; partitions: number; relayThreads: number; consumerThreads: number; batch: number; label: string }): Promise<PipelineRoles> {
+export async function startRoles(
+  db: BenchDatabase,
+  o: { topic: string; partitions: number; relayThreads: number; consumerThreads: number; batch: number; label: string },
+): Promise<PipelineRoles> {
   const consumerName = uniqueName(`bench-${o.label}`);
-  const relay = spawnRelay({ databaseUrl: db.url, topic: o.topic, partitions: o.partitions, threads: o.relayThreads, batch: o.batch, label: `${o.label} relay` });
-  const consumer = spawnConsumer({ databaseUrl: db.url, topic: o.topic, consumer: consumerName, threads: o.consumerThreads, label: `${o.label} consumer` });
+  const relay = spawnRelay({
+    databaseUrl: db.url,
+    topic: o.topic,
+    partitions: o.partitions,
+    threads: o.relayThreads,
+    batch: o.batch,
+    label: `${o.label} relay`,
+  });
+  const consumer = spawnConsumer({
+    databaseUrl: db.url,
+    topic: o.topic,
+    consumer: consumerName,
+    threads: o.consumerThreads,
+    label: `${o.label} consumer`,
+  });
   const roles: PipelineRoles = {
     relay,
     consumer,
@@ -31,7 +47,12 @@ export async function startRoles(db: BenchDatabase, o: { topic: string; partitio
     },
   };
   try {
-    await until(async () => (await ownedLanes(db.sql)) === 16, `the ${o.label} relay to take the 16 lanes`, 90_000, 200);
+    await until(
+      async () => (await ownedLanes(db.sql)) === 16,
+      `the ${o.label} relay to take the 16 lanes`,
+      90_000,
+      200,
+    );
     await untilGroupStable(`postbox.${consumerName}`, 1);
   } catch (cause) {
     await roles.stop().catch(() => {});
@@ -41,12 +62,16 @@ export async function startRoles(db: BenchDatabase, o: { topic: string; partitio
 }
 
 export async function inboxCount(sql: Sql, consumer: string): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_inbox WHERE consumer_name = ${consumer}`;
+  const [row] = await sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_inbox WHERE consumer_name = ${consumer}`;
   return row!.n;
 }
 
 async function ownedLanes(sql: Sql): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM relay_lane WHERE owner IS NOT NULL AND lease_until > now()`;
+  const [row] = await sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM relay_lane WHERE owner IS NOT NULL AND lease_until > now()`;
   return row!.n;
 }
 
@@ -55,10 +80,15 @@ export async function untilGroupStable(groupId: string, members: number): Promis
   const admin = createKafka(kafka).admin();
   try {
     await admin.connect();
-    await until(async () => {
-      const { groups } = await admin.describeGroups([groupId]);
-      return groups[0]?.state === 'Stable' && groups[0].members.length === members;
-    }, `consumer group ${groupId} to be stable with ${members} member(s)`, 90_000, 250);
+    await until(
+      async () => {
+        const { groups } = await admin.describeGroups([groupId]);
+        return groups[0]?.state === 'Stable' && groups[0].members.length === members;
+      },
+      `consumer group ${groupId} to be stable with ${members} member(s)`,
+      90_000,
+      250,
+    );
     await sleep(500);
   } finally {
     await admin.disconnect().catch(() => {});
@@ -66,11 +96,21 @@ export async function untilGroupStable(groupId: string, members: number): Promis
 }
 
 /** Polls the inbox until the consumer committed `count` events. */
-export async function untilCommitted(roles: PipelineRoles, count: number, timeoutMs: number, onProgress?: (n: number) => void): Promise<void> {
+export async function untilCommitted(
+  roles: PipelineRoles,
+  count: number,
+  timeoutMs: number,
+  onProgress?: (n: number) => void,
+): Promise<void> {
   let n = 0;
-  await until(async () => {
-    n = await roles.committed();
-    onProgress?.(n);
-    return n >= count;
-  }, `consumer ${roles.consumerName} to commit ${count} events (has ${n})`, timeoutMs, 50);
+  await until(
+    async () => {
+      n = await roles.committed();
+      onProgress?.(n);
+      return n >= count;
+    },
+    `consumer ${roles.consumerName} to commit ${count} events (has ${n})`,
+    timeoutMs,
+    50,
+  );
 }

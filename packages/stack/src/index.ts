@@ -48,7 +48,8 @@ export async function stackUp(opts: { quiet?: boolean; log?: (line: string) => v
   const services = localServices();
   const external = services.filter(isExternal);
   const local = services.filter((s) => !isExternal(s));
-  if (local.length === 0) log('DATABASE_URL, REDIS_URL and KAFKA_BROKERS are set: starting nothing, checking they answer');
+  if (local.length === 0)
+    log('DATABASE_URL, REDIS_URL and KAFKA_BROKERS are set: starting nothing, checking they answer');
 
   // Every missing program is named before anything starts, rather than one per run after a long wait.
   const notRunning = [];
@@ -151,7 +152,12 @@ function answers(service: LocalService, target: string): Promise<void> {
     case 'redis':
       return redisAnswers(target);
     case 'kafka':
-      return kafkaAnswers(target.split(',').map((b) => b.trim()).filter(Boolean));
+      return kafkaAnswers(
+        target
+          .split(',')
+          .map((b) => b.trim())
+          .filter(Boolean),
+      );
   }
 }
 
@@ -179,7 +185,9 @@ function throwAll(results: PromiseSettledResult<unknown>[]): void {
   if (errors.length > 1) {
     const message = errors.map((e) => (e instanceof Error ? e.message : String(e))).join('\n');
     throw new StackError(
-      errors.every((e) => e instanceof StackError && e.code === 'prerequisite_missing') ? 'prerequisite_missing' : 'start_failed',
+      errors.every((e) => e instanceof StackError && e.code === 'prerequisite_missing')
+        ? 'prerequisite_missing'
+        : 'start_failed',
       message,
       { cause: new AggregateError(errors) },
     );

@@ -24,7 +24,11 @@ export interface KafkaPorts {
 /**
  * The stack's broker; a private one (stack/private.ts) passes its own paths, ports and extra server properties.
  */
-export function kafkaService(paths: StackPaths, ports: KafkaPorts = { broker: ADDRESS, controller: CONTROLLER }, extraProperties = ''): LocalService {
+export function kafkaService(
+  paths: StackPaths,
+  ports: KafkaPorts = { broker: ADDRESS, controller: CONTROLLER },
+  extraProperties = '',
+): LocalService {
   const { kafka } = paths;
   const url = formatAddress(ports.advertised ?? ports.broker);
   const classpath = `${kafka.libs}/*`;
@@ -54,15 +58,25 @@ export function kafkaService(paths: StackPaths, ports: KafkaPorts = { broker: AD
         const tool = [log4j, '-cp', classpath, 'kafka.tools.StorageTool'];
         const { stdout } = await run(java, [...tool, 'random-uuid'], { timeoutMs: 60_000 });
         const clusterId = stdout.trim().split('\n').at(-1) ?? '';
-        await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties], { timeoutMs: 60_000 }).catch(
-          (err: unknown) => {
-            throw new StackError('start_failed', `kafka storage format of ${kafka.data} failed`, { cause: err });
-          },
-        );
+        await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties], {
+          timeoutMs: 60_000,
+        }).catch((err: unknown) => {
+          throw new StackError('start_failed', `kafka storage format of ${kafka.data} failed`, { cause: err });
+        });
       }
       const pid = spawnDetached(
         java,
-        ['-Xms256m', '-Xmx768m', '-XX:+UseG1GC', '-Djava.awt.headless=true', log4j, '-cp', classpath, 'kafka.Kafka', kafka.serverProperties],
+        [
+          '-Xms256m',
+          '-Xmx768m',
+          '-XX:+UseG1GC',
+          '-Djava.awt.headless=true',
+          log4j,
+          '-cp',
+          classpath,
+          'kafka.Kafka',
+          kafka.serverProperties,
+        ],
         kafka.stdoutLog,
         { cwd: kafka.dir },
       );
@@ -123,7 +137,15 @@ async function downloadJars({ kafka }: StackPaths): Promise<void> {
   await fs.writeFile(kafka.pom, pom());
   await run(
     mvn,
-    ['-q', '-B', '-f', kafka.pom, 'dependency:copy-dependencies', `-DoutputDirectory=${kafka.libs}`, '-DincludeScope=runtime'],
+    [
+      '-q',
+      '-B',
+      '-f',
+      kafka.pom,
+      'dependency:copy-dependencies',
+      `-DoutputDirectory=${kafka.libs}`,
+      '-DincludeScope=runtime',
+    ],
     { cwd: kafka.dir, timeoutMs: 10 * 60_000 },
   ).catch((err: unknown) => {
     throw new StackError('start_failed', `downloading Kafka ${KAFKA_VERSION} jars with mvn failed`, { cause: err });
@@ -188,4 +210,3 @@ log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 `;
 }
-

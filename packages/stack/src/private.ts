@@ -34,12 +34,20 @@ export interface PrivateServer {
   purge(): Promise<void>;
 }
 
-export function privateKafka(home: string, ports: { broker: number; controller: number; advertised?: number }, properties = ''): PrivateServer {
+export function privateKafka(
+  home: string,
+  ports: { broker: number; controller: number; advertised?: number },
+  properties = '',
+): PrivateServer {
   const paths = withSharedJars(stackPaths(home));
   const host = '127.0.0.1';
   const service = kafkaService(
     paths,
-    { broker: { host, port: ports.broker }, controller: { host, port: ports.controller }, ...(ports.advertised ? { advertised: { host, port: ports.advertised } } : {}) },
+    {
+      broker: { host, port: ports.broker },
+      controller: { host, port: ports.controller },
+      ...(ports.advertised ? { advertised: { host, port: ports.advertised } } : {}),
+    },
     properties,
   );
   return wrap(service, home);
@@ -56,7 +64,15 @@ export function privateRedis(home: string, port: number): PrivateServer {
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */
 function withSharedJars(paths: StackPaths): StackPaths {
   const shared = stackPaths(process.env.POSTBOX_HOME || defaultHome()).kafka;
-  return { ...paths, kafka: { ...paths.kafka, libs: shared.libs, libsMarker: shared.libsMarker, pom: path.join(paths.kafka.dir, 'pom.xml') } };
+  return {
+    ...paths,
+    kafka: {
+      ...paths.kafka,
+      libs: shared.libs,
+      libsMarker: shared.libsMarker,
+      pom: path.join(paths.kafka.dir, 'pom.xml'),
+    },
+  };
 }
 
 function wrap(service: LocalService, home: string): PrivateServer {
@@ -76,7 +92,8 @@ function wrap(service: LocalService, home: string): PrivateServer {
     pid: () => service.ownedPid(),
     async signal(signal) {
       const pid = await service.ownedPid();
-      if (pid === undefined) throw new Error(`private ${service.name} in ${home} is not running; read ${service.logFile}`);
+      if (pid === undefined)
+        throw new Error(`private ${service.name} in ${home} is not running; read ${service.logFile}`);
       process.kill(pid, signal);
       return pid;
     },

@@ -67,7 +67,11 @@ export interface RunOptions {
 }
 
 /** Runs a command to completion; on failure the error message carries its output, which is what explains it. */
-export function run(command: string, args: string[], options: RunOptions = {}): Promise<{ stdout: string; stderr: string }> {
+export function run(
+  command: string,
+  args: string[],
+  options: RunOptions = {},
+): Promise<{ stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const spawnOptions: SpawnOptions = {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -83,9 +87,7 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
     child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const timer =
-      options.timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => child.kill('SIGKILL'), options.timeoutMs).unref();
+      options.timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), options.timeoutMs).unref();
     const describe = `${command} ${args.join(' ')}`;
     child.once('error', (err) => {
       clearTimeout(timer);

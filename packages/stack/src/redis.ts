@@ -37,16 +37,26 @@ export function redisService(paths: StackPaths, port = ADDRESS.port): LocalServi
       // Durable enough for BullMQ (at most about a second of writes lost) and never evicting a job.
       // RDB snapshots off: the AOF is the one persistence mechanism.
       const args = [
-        '--port', String(port),
-        '--bind', ADDRESS.host,
-        '--appendonly', 'yes',
-        '--appendfsync', 'everysec',
-        '--maxmemory-policy', 'noeviction',
-        '--save', '',
-        '--dir', redis.dir,
-        '--daemonize', 'yes',
-        '--pidfile', redis.pidFile,
-        '--logfile', redis.log,
+        '--port',
+        String(port),
+        '--bind',
+        ADDRESS.host,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'everysec',
+        '--maxmemory-policy',
+        'noeviction',
+        '--save',
+        '',
+        '--dir',
+        redis.dir,
+        '--daemonize',
+        'yes',
+        '--pidfile',
+        redis.pidFile,
+        '--logfile',
+        redis.log,
       ];
       await run(server, args, { cwd: redis.dir, timeoutMs: 30_000 }).catch((err: unknown) => {
         throw new StackError('start_failed', `redis-server did not start; read ${redis.log}`, { cause: err });

@@ -17,11 +17,22 @@ export interface ConsumePoolOptions {
 export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor {
   const threads = options.definition.limits.threads;
   const telemetry = new ThreadTelemetry('consumer');
-  const workerData: ConsumeWorkerData = { databaseUrl: options.databaseUrl, definition: options.definition, telemetry: telemetry.options };
-  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, threads, threads * 4, telemetry);
+  const workerData: ConsumeWorkerData = {
+    databaseUrl: options.databaseUrl,
+    definition: options.definition,
+    telemetry: telemetry.options,
+  };
+  const { pool, close } = fixedPool(
+    new URL('./consume.worker.ts', import.meta.url),
+    workerData,
+    threads,
+    threads * 4,
+    telemetry,
+  );
   return {
     concurrency: threads,
-    run: (task: ConsumeTask) => pool.run(task, { transferList: [task.values.buffer as ArrayBuffer] }) as Promise<ConsumeTaskResult>,
+    run: (task: ConsumeTask) =>
+      pool.run(task, { transferList: [task.values.buffer as ArrayBuffer] }) as Promise<ConsumeTaskResult>,
     close,
   };
 }

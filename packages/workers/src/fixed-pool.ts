@@ -12,7 +12,13 @@ export interface FixedPool {
  * database pool and handler), the queue is bounded, and atomics are off so a thread waiting for its next task
  * keeps serving its sockets (piscina's default 'sync' parks the thread between tasks).
  */
-export function fixedPool(worker: URL, workerData: unknown, threads: number, maxQueue: number, telemetry?: ThreadTelemetry): FixedPool {
+export function fixedPool(
+  worker: URL,
+  workerData: unknown,
+  threads: number,
+  maxQueue: number,
+  telemetry?: ThreadTelemetry,
+): FixedPool {
   const pool = new Piscina({
     filename: worker.href,
     workerData,
@@ -28,10 +34,12 @@ export function fixedPool(worker: URL, workerData: unknown, threads: number, max
     pool,
     close() {
       // The threads' spans are flushed while the threads still live (close() ends them).
-      closing ??= (telemetry ? telemetry.flush() : Promise.resolve()).then(() => pool.close()).then(
-        () => pool.destroy(),
-        () => pool.destroy(),
-      );
+      closing ??= (telemetry ? telemetry.flush() : Promise.resolve())
+        .then(() => pool.close())
+        .then(
+          () => pool.destroy(),
+          () => pool.destroy(),
+        );
       return closing;
     },
   };

@@ -26,7 +26,10 @@ type Message = { type: 'ready' | 'flushed'; thread: number } | { type: 'flush' }
 const STARTED = Symbol.for('postbox.thread-telemetry');
 
 /** Worker side: starts the thread's SDK when the environment asks for traces. Idempotent per thread. */
-export async function startThreadTelemetry(options: ThreadTelemetryOptions | undefined, env: NodeJS.ProcessEnv): Promise<void> {
+export async function startThreadTelemetry(
+  options: ThreadTelemetryOptions | undefined,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
   const g = globalThis as { [STARTED]?: boolean };
   if (!options || g[STARTED] || !otelRequest(env).traces) return;
   g[STARTED] = true;

@@ -4,7 +4,16 @@ import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createApiResources, createControlPlaneHandler, readApiConfig, readConfig, startControlPlane, type ApiConfig, type ApiResources, type ControlPlane } from '@postbox/api';
+import {
+  createApiResources,
+  createControlPlaneHandler,
+  readApiConfig,
+  readConfig,
+  startControlPlane,
+  type ApiConfig,
+  type ApiResources,
+  type ControlPlane,
+} from '@postbox/api';
 import { launchBrowser, type TestBrowser } from '../support/browser.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { stack } from '../support/stack.ts';
@@ -98,7 +107,9 @@ test('GraphiQL loads and runs a query with no origin but the server’s own, und
     .catch(async (cause: unknown) => assert.fail(new Error(`GraphiQL did not start: ${await diagnosis()}`, { cause })));
 
   await page.locator('.graphiql-editor-tools button[data-name="headers"]').click();
-  const headersEditor = page.locator('section.graphiql-editor-tool[aria-label="Headers"] .graphiql-editor:not(.hidden)');
+  const headersEditor = page.locator(
+    'section.graphiql-editor-tool[aria-label="Headers"] .graphiql-editor:not(.hidden)',
+  );
   const headersText = async () => text(await headersEditor.locator('.view-lines').innerText()).trim();
   assert.equal(await headersText(), '{"Authorization":"Bearer <token>"}', 'the page offers a header to fill in');
   // As an operator would: select the placeholder and put the token there. Typing the whole JSON instead
@@ -110,16 +121,24 @@ test('GraphiQL loads and runs a query with no origin but the server’s own, und
   await page.keyboard.insertText(config.devToken!);
   assert.equal(await headersText(), JSON.stringify({ Authorization: `Bearer ${config.devToken}` }));
 
-  const answered = page.waitForResponse((r) => r.url() === plane.url && r.request().method() === 'POST' && (r.request().postData() ?? '').includes('checks'));
+  const answered = page.waitForResponse(
+    (r) =>
+      r.url() === plane.url && r.request().method() === 'POST' && (r.request().postData() ?? '').includes('checks'),
+  );
   await page.locator('.graphiql-execute-button').click();
   const answer = await (await answered).json();
   assert.equal(answer.errors, undefined, `the token was accepted: ${JSON.stringify(answer.errors)}`);
-  assert.deepEqual(answer.data.health.checks.map((c: { name: string }) => c.name).sort(), ['kafka', 'postgres', 'redis']);
+  assert.deepEqual(answer.data.health.checks.map((c: { name: string }) => c.name).sort(), [
+    'kafka',
+    'postgres',
+    'redis',
+  ]);
 
   const result = page.locator('.result-window .view-lines');
   await result.filter({ hasText: 'postgres' }).waitFor({ timeout: 15_000 });
   const shown = text(await result.innerText());
-  for (const name of ['"health"', '"ready"', '"checks"', '"postgres"', '"kafka"', '"redis"']) assert.ok(shown.includes(name), `the result pane shows ${name}: ${shown}`);
+  for (const name of ['"health"', '"ready"', '"checks"', '"postgres"', '"kafka"', '"redis"'])
+    assert.ok(shown.includes(name), `the result pane shows ${name}: ${shown}`);
   assert.doesNotMatch(shown, /FORBIDDEN|"errors"/);
 
   await mkdir(dirname(SCREENSHOT), { recursive: true });

@@ -1,6 +1,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { getIntrospectionQuery, getNamedType, isInputObjectType, isNonNullType, isListType, type GraphQLInputType } from 'graphql';
+import {
+  getIntrospectionQuery,
+  getNamedType,
+  isInputObjectType,
+  isNonNullType,
+  isListType,
+  type GraphQLInputType,
+} from 'graphql';
 import { schema } from '@postbox/api';
 import { enqueue } from '@postbox/engine';
 import { startTestApi, type Role, type TestApi } from '../support/api.ts';
@@ -13,14 +20,31 @@ let db: TestDatabase;
 let api: TestApi;
 
 /** The least scope each mutation needs. */
-const REQUIRED: Record<string, Role> = { replayFailures: 'operator', retryNow: 'operator', republish: 'operator', skipEvent: 'admin' };
-const HOLDS: Record<Role | 'anonymous', Role[]> = { anonymous: [], viewer: ['viewer'], payload: ['viewer', 'payload'], operator: ['viewer', 'operator'], admin: ['viewer', 'operator', 'admin', 'payload'] };
+const REQUIRED: Record<string, Role> = {
+  replayFailures: 'operator',
+  retryNow: 'operator',
+  republish: 'operator',
+  skipEvent: 'admin',
+};
+const HOLDS: Record<Role | 'anonymous', Role[]> = {
+  anonymous: [],
+  viewer: ['viewer'],
+  payload: ['viewer', 'payload'],
+  operator: ['viewer', 'operator'],
+  admin: ['viewer', 'operator', 'admin', 'payload'],
+};
 
 before(async () => {
   db = await freshDatabase();
   api = await startTestApi(db.url);
   // Something a mutation could change if it ran: a published outbox row (republish would set it pending).
-  await db.sql.begin((tx) => enqueue(tx, { event_type: 'T', aggregate_id: 'sec-1', aggregate_version: 1, data: { secret: 'x' } }, { topic: 'api.sec', producer: 't' }));
+  await db.sql.begin((tx) =>
+    enqueue(
+      tx,
+      { event_type: 'T', aggregate_id: 'sec-1', aggregate_version: 1, data: { secret: 'x' } },
+      { topic: 'api.sec', producer: 't' },
+    ),
+  );
   await db.sql`UPDATE message_outbox SET status = 'published', published_at = now()`;
 });
 
@@ -56,14 +80,24 @@ async function stateSnapshot() {
 
 test('every mutation × every scope: allowed ones run (a typed result), others are FORBIDDEN, change nothing, and the denial is audited', async () => {
   const mutations = schema.getMutationType()!.getFields();
-  assert.deepEqual(Object.keys(mutations).sort(), Object.keys(REQUIRED).sort(), 'every mutation has a required scope in this test');
+  assert.deepEqual(
+    Object.keys(mutations).sort(),
+    Object.keys(REQUIRED).sort(),
+    'every mutation has a required scope in this test',
+  );
   for (const [name, field] of Object.entries(mutations)) {
-    const args = field.args.filter((a) => isNonNullType(a.type) || a.name === 'reason').map((a) => `${a.name}: ${literal(a.type, a.name)}`);
+    const args = field.args
+      .filter((a) => isNonNullType(a.type) || a.name === 'reason')
+      .map((a) => `${a.name}: ${literal(a.type, a.name)}`);
     const query = `mutation { ${name}${args.length ? `(${args.join(', ')})` : ''} { __typename } }`;
     for (const role of Object.keys(HOLDS) as Array<Role | 'anonymous'>) {
       const allowed = HOLDS[role].includes(REQUIRED[name]!);
       const before = await stateSnapshot();
-      const auditsBefore = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${name} AND outcome = 'denied'`)[0]!.n;
+      const auditsBefore = (
+        await db.sql<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${name} AND outcome = 'denied'`
+      )[0]!.n;
       const token = role === 'anonymous' ? null : api.tokens[role];
       const r = await api.gql(query, {}, token);
       if (allowed) {
@@ -75,17 +109,29 @@ test('every mutation × every scope: allowed ones run (a typed result), others a
         assert.equal(r.data, null);
         assert.deepEqual(await stateSnapshot(), before, `${role} ${name} changed nothing`);
         const actor = role === 'anonymous' ? 'anonymous' : `test-${role}`;
-        const n = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${name} AND outcome = 'denied' AND actor = ${actor}`)[0]!.n;
+        const n = (
+          await db.sql<
+            { n: number }[]
+          >`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${name} AND outcome = 'denied' AND actor = ${actor}`
+        )[0]!.n;
         assert.ok(n >= 1 && (await deniedCount(name)) === auditsBefore + 1, `${role} ${name} denial audited`);
       }
     }
   }
-  const audited = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM operator_audit WHERE outcome = 'ok' OR outcome = 'refused'`)[0]!.n;
+  const audited = (
+    await db.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM operator_audit WHERE outcome = 'ok' OR outcome = 'refused'`
+  )[0]!.n;
   assert.ok(audited >= 4, 'allowed runs wrote audit rows with the caller');
 });
 
 async function deniedCount(action: string): Promise<number> {
-  const n = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${action} AND outcome = 'denied'`)[0]!.n;
+  const n = (
+    await db.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM operator_audit WHERE action = ${action} AND outcome = 'denied'`
+  )[0]!.n;
   return n;
 }
 
@@ -98,7 +144,11 @@ test('queries need a token; the viewer reads but holds no payload', async () => 
   const details = await api.gql('{ health { ready checks { name ok } } }', {}, null);
   assert.equal(details.errors?.[0]?.extensions?.code, 'FORBIDDEN', 'the details are not');
   const viewer = await api.gql('{ health { ready checks { name ok } } }', {}, api.tokens.viewer);
-  assert.deepEqual(viewer.data.health.checks.map((c: { name: string }) => c.name).sort(), ['kafka', 'postgres', 'redis']);
+  assert.deepEqual(viewer.data.health.checks.map((c: { name: string }) => c.name).sort(), [
+    'kafka',
+    'postgres',
+    'redis',
+  ]);
   assert.equal(viewer.data.health.ready, true, JSON.stringify(viewer.data));
 });
 
@@ -110,19 +160,38 @@ test('depth bomb, 1,000 aliases, an oversized query and a batched request are re
   assert.match(depth.errors?.[0]?.message ?? '', /depth/i, JSON.stringify(depth).slice(0, 300));
   assert.equal(depth.data, null);
 
-  const aliases = Array.from({ length: 1000 }, (_, i) => `a${i}: republish(aggregateId: "sec-1", fromVersion: 1, reason: "bomb") { __typename }`).join(' ');
+  const aliases = Array.from(
+    { length: 1000 },
+    (_, i) => `a${i}: republish(aggregateId: "sec-1", fromVersion: 1, reason: "bomb") { __typename }`,
+  ).join(' ');
   const alias = await api.gql(`mutation { ${aliases} }`, {}, api.tokens.admin);
   assert.ok(alias.errors?.length, 'refused');
   assert.match(alias.errors!.map((e) => e.message).join(' '), /alias|token|limit/i);
   assert.equal(alias.data, null);
 
-  const huge = await api.post(JSON.stringify({ query: `{ health { ready } } # ${'x'.repeat(100_000)}` }), api.tokens.admin);
+  const huge = await api.post(
+    JSON.stringify({ query: `{ health { ready } } # ${'x'.repeat(100_000)}` }),
+    api.tokens.admin,
+  );
   assert.equal(huge.status, 413, 'a body over 64 KiB is refused unread');
-  const tokens = await api.gql(`{ ${Array.from({ length: 3000 }, () => 'health { ready }').join(' ')} }`, {}, api.tokens.admin);
+  const tokens = await api.gql(
+    `{ ${Array.from({ length: 3000 }, () => 'health { ready }').join(' ')} }`,
+    {},
+    api.tokens.admin,
+  );
   assert.match(tokens.errors?.[0]?.message ?? '', /token/i, 'too many tokens');
 
-  const batched = await api.post(JSON.stringify([{ query: '{ health { ready } }' }, { query: 'mutation { republish(aggregateId: "sec-1", fromVersion: 1, reason: "b") { __typename } }' }]), api.tokens.admin);
-  assert.ok(batched.status >= 400 || batched.json.errors, `batched request refused: ${JSON.stringify(batched.json).slice(0, 200)}`);
+  const batched = await api.post(
+    JSON.stringify([
+      { query: '{ health { ready } }' },
+      { query: 'mutation { republish(aggregateId: "sec-1", fromVersion: 1, reason: "b") { __typename } }' },
+    ]),
+    api.tokens.admin,
+  );
+  assert.ok(
+    batched.status >= 400 || batched.json.errors,
+    `batched request refused: ${JSON.stringify(batched.json).slice(0, 200)}`,
+  );
   assert.deepEqual(await stateSnapshot(), before, 'nothing ran');
 
   const suggestion = await api.gql('{ backlg { at } }', {}, api.tokens.admin);
@@ -148,7 +217,8 @@ test('introspection is refused in production mode except for admin; allowed in d
 });
 
 test('hostile filter values get clean validation errors (or, when legitimate, plain empty answers); no raw database error', async () => {
-  const F = 'query ($f: FailureFilter, $first: Int, $after: String) { failures(filter: $f, first: $first, after: $after) { edges { node { id } } } }';
+  const F =
+    'query ($f: FailureFilter, $first: Int, $after: String) { failures(filter: $f, first: $first, after: $after) { edges { node { id } } } }';
   const ok = async (vars: Record<string, unknown>) => {
     const r = await api.gql(F, vars, api.tokens.viewer);
     assert.equal(r.errors, undefined, JSON.stringify(r.errors));

@@ -52,10 +52,15 @@ async function relays(): Promise<string[]> {
 
 test('a second start on a taken port stops every part it started, says why in one line, and exits 1', async () => {
   const first = start();
-  const owner = await waitFor('the first start to run', async () => {
-    if (first.child.exitCode !== null) throw new Error(`the first start exited ${first.child.exitCode}:\n${first.output()}`);
-    return /postbox running: relay (\S+)/.exec(first.output())?.[1];
-  }, 120_000);
+  const owner = await waitFor(
+    'the first start to run',
+    async () => {
+      if (first.child.exitCode !== null)
+        throw new Error(`the first start exited ${first.child.exitCode}:\n${first.output()}`);
+      return /postbox running: relay (\S+)/.exec(first.output())?.[1];
+    },
+    120_000,
+  );
   await waitFor('the first relay to hold every lane', async () => {
     const held = await leases();
     return held.length === 1 && held[0]!.owner === owner && held[0]!.n === 16;

@@ -32,7 +32,9 @@ after(async () => {
 });
 
 function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
 }
 
@@ -40,7 +42,8 @@ test('a slow handler under a large backlog: partitions pause, memory stays bound
   const pad = 'x'.repeat(1000);
   for (let v = 1; v <= VERSIONS; v += 10) {
     const round = [];
-    for (let w = v; w < v + 10; w++) for (let a = 0; a < AGGREGATES; a++) round.push(ceRecord({ aggregate_id: `b-${a}`, version: w, data: { pad } }));
+    for (let w = v; w < v + 10; w++)
+      for (let a = 0; a < AGGREGATES; a++) round.push(ceRecord({ aggregate_id: `b-${a}`, version: w, data: { pad } }));
     await produce(topic, round);
   }
   const consumer = spawnPostbox(['consume', TEST_CONSUMER_MODULE, '--progress', '500'], {
@@ -60,32 +63,58 @@ test('a slow handler under a large backlog: partitions pause, memory stays bound
       .map((l) => JSON.parse(l)['consumer-progress']);
   const samples: number[] = [];
   try {
-    await waitFor('the consumer to pause its partitions', async () => progress().some((p) => p.paused && p.pauses > 0), 30_000);
+    await waitFor(
+      'the consumer to pause its partitions',
+      async () => progress().some((p) => p.paused && p.pauses > 0),
+      30_000,
+    );
     for (let i = 0; i < 16; i++) {
       samples.push(rssMb(consumer.child.pid!));
       await sleep(500);
     }
     const { n: appliedWhileSlow } = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`)[0]!;
-    assert.ok(appliedWhileSlow < TOTAL / 2, `a backlog remained while the handler was slow (${appliedWhileSlow} applied)`);
+    assert.ok(
+      appliedWhileSlow < TOTAL / 2,
+      `a backlog remained while the handler was slow (${appliedWhileSlow} applied)`,
+    );
     const held = Math.max(...progress().map((p) => p.inFlightEvents));
     assert.ok(held <= 1000, `never more than maxInFlightEvents held (max seen ${held})`);
-    assert.ok(Math.max(...samples) < RSS_BOUND_MB, `RSS stayed under ${RSS_BOUND_MB} MB: ${samples.map((s) => s.toFixed(0)).join(', ')}`);
+    assert.ok(
+      Math.max(...samples) < RSS_BOUND_MB,
+      `RSS stayed under ${RSS_BOUND_MB} MB: ${samples.map((s) => s.toFixed(0)).join(', ')}`,
+    );
 
     await db.sql`UPDATE test_handler_control SET delay_ms = 0`;
-    await waitFor('the backlog to drain', async () => {
-      const { n } = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`)[0]!;
-      if (consumer.child.pid) samples.push(rssMb(consumer.child.pid));
-      return n === TOTAL;
-    }, 50_000, 500);
+    await waitFor(
+      'the backlog to drain',
+      async () => {
+        const { n } = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`)[0]!;
+        if (consumer.child.pid) samples.push(rssMb(consumer.child.pid));
+        return n === TOTAL;
+      },
+      50_000,
+      500,
+    );
   } finally {
     consumer.kill('SIGTERM');
     assert.equal(await consumer.exited, 0, consumer.output().slice(-2000));
   }
-  console.log(`rss MB while slow and draining: max ${Math.max(...samples).toFixed(0)}, samples ${samples.map((s) => s.toFixed(0)).join(' ')}`);
+  console.log(
+    `rss MB while slow and draining: max ${Math.max(...samples).toFixed(0)}, samples ${samples.map((s) => s.toFixed(0)).join(' ')}`,
+  );
   assert.ok(Math.max(...samples) < RSS_BOUND_MB, `RSS stayed under ${RSS_BOUND_MB} MB while draining`);
-  const stats = JSON.parse(consumer.output().split('\n').find((l) => l.includes('"consumer-stats"'))!)['consumer-stats'];
+  const stats = JSON.parse(
+    consumer
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"consumer-stats"'))!,
+  )['consumer-stats'];
   assert.ok(stats.pauses >= 1);
   assert.equal(stats.applied + stats.drained, TOTAL);
-  const { bad } = (await db.sql<{ bad: number }[]>`SELECT count(*)::int AS bad FROM demo_order_projection WHERE applied_count <> ${VERSIONS}`)[0]!;
+  const { bad } = (
+    await db.sql<
+      { bad: number }[]
+    >`SELECT count(*)::int AS bad FROM demo_order_projection WHERE applied_count <> ${VERSIONS}`
+  )[0]!;
   assert.equal(bad, 0);
 });

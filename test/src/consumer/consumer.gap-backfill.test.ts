@@ -26,15 +26,27 @@ after(async () => {
 
 test('a gap that does not close is reported (expected version, parked versions, age) and back-filled from the outbox', async () => {
   await db.sql.begin((tx) =>
-    enqueueMany(tx, [1, 2, 3, 4].map((v) => ({ event_type: 'TestEvent', aggregate_id: 'g-1', aggregate_version: v, data: { v } })), { topic }),
+    enqueueMany(
+      tx,
+      [1, 2, 3, 4].map((v) => ({ event_type: 'TestEvent', aggregate_id: 'g-1', aggregate_version: v, data: { v } })),
+      { topic },
+    ),
   );
   // Version 2 "was published" but never reached the topic (lost downstream): the relay skips it.
   await db.sql`UPDATE message_outbox SET status = 'published', published_at = now() WHERE aggregate_version = 2`;
   relay = await startTestRelay(db.sql);
   const consumer = await startTestConsumer(db.url, { name: 'gappy', topics: [topic], handler: RECORDING_HANDLER });
   try {
-    await waitFor('v1 applied, v3 and v4 parked', async () => consumer.stats().applied === 1 && consumer.stats().parked === 2, 30_000);
-    assert.deepEqual(await reportGaps(db.sql, { consumer: 'gappy', olderThanMs: 60_000 }), [], 'a young gap is not reported');
+    await waitFor(
+      'v1 applied, v3 and v4 parked',
+      async () => consumer.stats().applied === 1 && consumer.stats().parked === 2,
+      30_000,
+    );
+    assert.deepEqual(
+      await reportGaps(db.sql, { consumer: 'gappy', olderThanMs: 60_000 }),
+      [],
+      'a young gap is not reported',
+    );
     const [gap, ...rest] = await reportGaps(db.sql, { consumer: 'gappy', olderThanMs: 0 });
     assert.equal(rest.length, 0);
     assert.equal(gap!.aggregate_id, 'g-1');

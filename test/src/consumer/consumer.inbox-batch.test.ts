@@ -26,7 +26,9 @@ after(async () => {
 });
 
 function task(records: RawRecord[]) {
-  return encodeTask(records.map((r) => ({ ...r, topic: 'inbox-batch', partition: 0, offset: String(offset++), attempt: 1 })));
+  return encodeTask(
+    records.map((r) => ({ ...r, topic: 'inbox-batch', partition: 0, offset: String(offset++), attempt: 1 })),
+  );
 }
 
 async function inboxRow(eventId: string) {
@@ -41,34 +43,69 @@ test('a task holding an event and the same id under another aggregate: the first
   const reused = ceRecord({ aggregate_id: 'ib-2', version: 1, event_id: id, data: { amount: 10 } });
 
   const first = await consumeBatch(deps, task([original, reused]));
-  assert.deepEqual(first.results.map((r) => r.outcome), ['applied', 'failed']);
+  assert.deepEqual(
+    first.results.map((r) => r.outcome),
+    ['applied', 'failed'],
+  );
   assert.equal(first.results[1]!.code, 'event_id_conflict');
-  assert.deepEqual(await inboxRow(id), { aggregate_id: 'ib-1', duplicate_deliveries: 0 }, 'the inbox holds the first delivery');
+  assert.deepEqual(
+    await inboxRow(id),
+    { aggregate_id: 'ib-1', duplicate_deliveries: 0 },
+    'the inbox holds the first delivery',
+  );
 
   const copy = await consumeBatch(deps, task([{ ...original }]));
-  assert.deepEqual(copy.results.map((r) => r.outcome), ['duplicate'], 'the same bytes again are a duplicate, not a conflict');
+  assert.deepEqual(
+    copy.results.map((r) => r.outcome),
+    ['duplicate'],
+    'the same bytes again are a duplicate, not a conflict',
+  );
   assert.deepEqual(await inboxRow(id), { aggregate_id: 'ib-1', duplicate_deliveries: 1 });
 
-  const failures = await db.sql<{ error_code: string }[]>`SELECT error_code FROM message_failure WHERE consumer_name = ${definition.name}`;
-  assert.deepEqual(failures.map((f) => f.error_code), ['event_id_conflict']);
-  const applied = await db.sql<{ aggregate_id: string }[]>`SELECT aggregate_id FROM test_applied WHERE event_id = ${id}`;
-  assert.deepEqual(applied.map((a) => a.aggregate_id), ['ib-1'], 'applied once, with the first content');
+  const failures = await db.sql<
+    { error_code: string }[]
+  >`SELECT error_code FROM message_failure WHERE consumer_name = ${definition.name}`;
+  assert.deepEqual(
+    failures.map((f) => f.error_code),
+    ['event_id_conflict'],
+  );
+  const applied = await db.sql<
+    { aggregate_id: string }[]
+  >`SELECT aggregate_id FROM test_applied WHERE event_id = ${id}`;
+  assert.deepEqual(
+    applied.map((a) => a.aggregate_id),
+    ['ib-1'],
+    'applied once, with the first content',
+  );
 });
 
 test('a task holding a reused id first and then a byte-identical copy of the event taken in before: a conflict, then a duplicate', async () => {
   const original = ceRecord({ aggregate_id: 'ib-4', version: 1, data: { amount: 10 } });
   const id = original.headers.ce_id!;
   const reused = ceRecord({ aggregate_id: 'ib-5', version: 1, event_id: id, data: { amount: 99 } });
-  assert.deepEqual((await consumeBatch(deps, task([original]))).results.map((r) => r.outcome), ['applied']);
+  assert.deepEqual(
+    (await consumeBatch(deps, task([original]))).results.map((r) => r.outcome),
+    ['applied'],
+  );
 
   const later = await consumeBatch(deps, task([reused, { ...original }]));
-  assert.deepEqual(later.results.map((r) => [r.outcome, r.code]), [['failed', 'event_id_conflict'], ['duplicate', undefined]], 'each judged against what the inbox holds');
+  assert.deepEqual(
+    later.results.map((r) => [r.outcome, r.code]),
+    [
+      ['failed', 'event_id_conflict'],
+      ['duplicate', undefined],
+    ],
+    'each judged against what the inbox holds',
+  );
   assert.deepEqual(await inboxRow(id), { aggregate_id: 'ib-4', duplicate_deliveries: 1 });
 });
 
 test('byte-identical copies inside one task are counted as duplicates on the inbox row', async () => {
   const original = ceRecord({ aggregate_id: 'ib-3', version: 1 });
   const result = await consumeBatch(deps, task([original, { ...original }, { ...original }]));
-  assert.deepEqual(result.results.map((r) => r.outcome), ['applied', 'duplicate', 'duplicate']);
+  assert.deepEqual(
+    result.results.map((r) => r.outcome),
+    ['applied', 'duplicate', 'duplicate'],
+  );
   assert.deepEqual(await inboxRow(original.headers.ce_id!), { aggregate_id: 'ib-3', duplicate_deliveries: 2 });
 });

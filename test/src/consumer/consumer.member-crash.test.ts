@@ -5,7 +5,14 @@ import type { SubscriberCrash } from '@postbox/engine/kafka';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
-import { appliedSequences, ceRecord, createHandlerTables, produce, RECORDING_HANDLER, startTestConsumer } from '../support/consumer.ts';
+import {
+  appliedSequences,
+  ceRecord,
+  createHandlerTables,
+  produce,
+  RECORDING_HANDLER,
+  startTestConsumer,
+} from '../support/consumer.ts';
 import { stack } from '../support/stack.ts';
 
 // kafkajs restarts a crashed group member only when it deems the error retriable; after any other crash (a join
@@ -38,18 +45,45 @@ const interloperAssigner: PartitionAssigner = () => ({
   async assign({ members, topics }) {
     const [first, ...rest] = members;
     return [
-      { memberId: first!.memberId, memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 1, assignment: Object.fromEntries(topics.map((t) => [t, [0, 1]])), userData: Buffer.alloc(0) }) },
-      ...rest.map((m) => ({ memberId: m.memberId, memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 1, assignment: {}, userData: Buffer.alloc(0) }) })),
+      {
+        memberId: first!.memberId,
+        memberAssignment: AssignerProtocol.MemberAssignment.encode({
+          version: 1,
+          assignment: Object.fromEntries(topics.map((t) => [t, [0, 1]])),
+          userData: Buffer.alloc(0),
+        }),
+      },
+      ...rest.map((m) => ({
+        memberId: m.memberId,
+        memberAssignment: AssignerProtocol.MemberAssignment.encode({
+          version: 1,
+          assignment: {},
+          userData: Buffer.alloc(0),
+        }),
+      })),
     ];
   },
   protocol({ topics }) {
-    return { name: 'interloper', metadata: AssignerProtocol.MemberMetadata.encode({ version: 1, topics, userData: Buffer.alloc(0) }) };
+    return {
+      name: 'interloper',
+      metadata: AssignerProtocol.MemberMetadata.encode({ version: 1, topics, userData: Buffer.alloc(0) }),
+    };
   },
 });
 
-test('a member kafkajs gives up on is replaced: the consumer joins once it can and applies everything, once, in order', { timeout: 120_000 }, async () => {
-  const kafka = new Kafka({ clientId: 'postbox-test-interloper', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
-  interloper = kafka.consumer({ groupId: `postbox.${name}`, partitionAssigners: [interloperAssigner], sessionTimeout: 10_000 });
+test('a member kafkajs gives up on is replaced: the consumer joins once it can and applies everything, once, in order', {
+  timeout: 120_000,
+}, async () => {
+  const kafka = new Kafka({
+    clientId: 'postbox-test-interloper',
+    brokers: stack.KAFKA_BROKERS.split(','),
+    logLevel: logLevel.NOTHING,
+  });
+  interloper = kafka.consumer({
+    groupId: `postbox.${name}`,
+    partitionAssigners: [interloperAssigner],
+    sessionTimeout: 10_000,
+  });
   const joined = new Promise<void>((resolve) => interloper!.on(interloper!.events.GROUP_JOIN, () => resolve()));
   await interloper.connect();
   await interloper.subscribe({ topic, fromBeginning: true });
@@ -57,25 +91,41 @@ test('a member kafkajs gives up on is replaced: the consumer joins once it can a
   await joined;
 
   const records = [];
-  for (let v = 1; v <= VERSIONS; v++) for (let a = 0; a < AGGREGATES; a++) records.push(ceRecord({ aggregate_id: `agg-${a}`, version: v }));
+  for (let v = 1; v <= VERSIONS; v++)
+    for (let a = 0; a < AGGREGATES; a++) records.push(ceRecord({ aggregate_id: `agg-${a}`, version: v }));
   await produce(topic, records);
 
   const crashes: SubscriberCrash[] = [];
-  const consumer = await startTestConsumer(db.url, { name, topics: [topic], handler: RECORDING_HANDLER }, { subscriber: { onCrash: (c) => crashes.push(c), sessionTimeoutMs: 10_000 } });
+  const consumer = await startTestConsumer(
+    db.url,
+    { name, topics: [topic], handler: RECORDING_HANDLER },
+    { subscriber: { onCrash: (c) => crashes.push(c), sessionTimeoutMs: 10_000 } },
+  );
   try {
     await waitFor('the refused member reported as replaced', async () => crashes.some((c) => c.replaced), 30_000);
     assert.equal(consumer.stats().applied, 0, 'the interloper holds the group: nothing consumed yet');
     await interloper.disconnect();
     interloper = null;
-    await waitFor('every event applied after the interloper left', async () => consumer.stats().applied === AGGREGATES * VERSIONS, 60_000).catch((e: unknown) => {
-      throw new Error(`${(e as Error).message}: ${JSON.stringify(consumer.stats())}; crashes: ${crashes.map((c) => `${c.error.name}: ${c.error.message} (replaced ${c.replaced})`).join(' | ')}`);
+    await waitFor(
+      'every event applied after the interloper left',
+      async () => consumer.stats().applied === AGGREGATES * VERSIONS,
+      60_000,
+    ).catch((e: unknown) => {
+      throw new Error(
+        `${(e as Error).message}: ${JSON.stringify(consumer.stats())}; crashes: ${crashes.map((c) => `${c.error.name}: ${c.error.message} (replaced ${c.replaced})`).join(' | ')}`,
+      );
     });
   } finally {
     await consumer.stop();
   }
   const refused = crashes.find((c) => c.replaced)!;
-  assert.match(`${refused.error.message} ${String((refused.error.cause as Error | undefined)?.message)}`, /protocol/i, 'the crash is the refused join');
+  assert.match(
+    `${refused.error.message} ${String((refused.error.cause as Error | undefined)?.message)}`,
+    /protocol/i,
+    'the crash is the refused join',
+  );
   const sequences = await appliedSequences(db.sql, name);
   assert.equal(sequences.size, AGGREGATES);
-  for (const [aggregate, versions] of sequences) assert.deepEqual(versions, [1, 2, 3], `${aggregate} applied once per version, in order`);
+  for (const [aggregate, versions] of sequences)
+    assert.deepEqual(versions, [1, 2, 3], `${aggregate} applied once per version, in order`);
 });

@@ -26,7 +26,9 @@ after(async () => {
   await db.drop();
 });
 
-const projection = () => db.sql<{ order_id: string; state: string; amount_cents: number; version: string; applied_count: number }[]>`
+const projection = () => db.sql<
+  { order_id: string; state: string; amount_cents: number; version: string; applied_count: number }[]
+>`
   SELECT order_id, state, amount_cents, version::text, applied_count FROM demo_order_projection ORDER BY order_id`;
 
 test('everything delivered again, twice: projections unchanged, every redelivered event counted as a duplicate', async () => {
@@ -36,10 +38,25 @@ test('everything delivered again, twice: projections unchanged, every redelivere
       enqueueMany(
         tx,
         [
-          { event_type: 'OrderPlaced', aggregate_id: id, aggregate_version: 1, data: { orderId: id, amountCents: 100 + o } },
+          {
+            event_type: 'OrderPlaced',
+            aggregate_id: id,
+            aggregate_version: 1,
+            data: { orderId: id, amountCents: 100 + o },
+          },
           { event_type: 'OrderPaid', aggregate_id: id, aggregate_version: 2, data: { orderId: id, state: 'paid' } },
-          { event_type: 'OrderShipped', aggregate_id: id, aggregate_version: 3, data: { orderId: id, state: 'shipped' } },
-          { event_type: 'OrderDelivered', aggregate_id: id, aggregate_version: 4, data: { orderId: id, state: 'delivered' } },
+          {
+            event_type: 'OrderShipped',
+            aggregate_id: id,
+            aggregate_version: 3,
+            data: { orderId: id, state: 'shipped' },
+          },
+          {
+            event_type: 'OrderDelivered',
+            aggregate_id: id,
+            aggregate_version: 4,
+            data: { orderId: id, state: 'delivered' },
+          },
         ],
         { topic, producer: 'orders-test' },
       ),
@@ -59,14 +76,20 @@ test('everything delivered again, twice: projections unchanged, every redelivere
   for (const round of [1, 2]) {
     await resetGroupToEarliest('postbox.redelivery', topic);
     const again = await startTestConsumer(db.url, input);
-    await waitFor(`redelivery ${round} absorbed`, async () => again.stats().duplicates === EVENTS, 40_000).catch((e: unknown) => {
-      throw new Error(`${(e as Error).message}: ${JSON.stringify(again.stats())}`);
-    });
+    await waitFor(`redelivery ${round} absorbed`, async () => again.stats().duplicates === EVENTS, 40_000).catch(
+      (e: unknown) => {
+        throw new Error(`${(e as Error).message}: ${JSON.stringify(again.stats())}`);
+      },
+    );
     await again.stop();
     const s = again.stats();
     assert.equal(s.applied + s.drained + s.parked + s.ignored + s.failed, 0, `round ${round}: nothing but duplicates`);
     assert.deepEqual(await projection(), before, `round ${round}: projection unchanged`);
   }
-  const { inbox } = (await db.sql<{ inbox: number }[]>`SELECT count(*)::int AS inbox FROM message_inbox WHERE consumer_name = 'redelivery'`)[0]!;
+  const { inbox } = (
+    await db.sql<
+      { inbox: number }[]
+    >`SELECT count(*)::int AS inbox FROM message_inbox WHERE consumer_name = 'redelivery'`
+  )[0]!;
   assert.equal(inbox, EVENTS);
 });

@@ -3,7 +3,15 @@ import assert from 'node:assert/strict';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
-import { appliedSequences, ceRecord, committedOffsets, createHandlerTables, produce, RECORDING_HANDLER, startTestConsumer } from '../support/consumer.ts';
+import {
+  appliedSequences,
+  ceRecord,
+  committedOffsets,
+  createHandlerTables,
+  produce,
+  RECORDING_HANDLER,
+  startTestConsumer,
+} from '../support/consumer.ts';
 
 let db: TestDatabase;
 const topic = uniqueTopic('transient');
@@ -26,10 +34,22 @@ test('a transient handler error blocks only its aggregate, is retried with backo
   }
   await produce(topic, records);
   // Inline: one thread, so the fixture's per-thread call counter sees every attempt.
-  const consumer = await startTestConsumer(db.url, { name: 'flaky', topics: [topic], handler: RECORDING_HANDLER }, { inline: true });
+  const consumer = await startTestConsumer(
+    db.url,
+    { name: 'flaky', topics: [topic], handler: RECORDING_HANDLER },
+    { inline: true },
+  );
   try {
-    await waitFor('the healthy aggregates applied', async () => (await appliedSequences(db.sql, 'flaky')).size >= 20, 20_000);
-    await waitFor('everything applied', async () => consumer.stats().applied + consumer.stats().drained === records.length, 40_000);
+    await waitFor(
+      'the healthy aggregates applied',
+      async () => (await appliedSequences(db.sql, 'flaky')).size >= 20,
+      20_000,
+    );
+    await waitFor(
+      'everything applied',
+      async () => consumer.stats().applied + consumer.stats().drained === records.length,
+      40_000,
+    );
   } finally {
     await consumer.stop();
   }

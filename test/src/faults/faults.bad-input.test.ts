@@ -29,7 +29,15 @@ after(async () => {
 async function pipelineFor(name: string, partitions: number, extra: Record<string, string> = {}): Promise<Pipeline> {
   const topic = uniqueTopic(name);
   await createTopic(topic, partitions);
-  const p = new Pipeline({ databaseUrl: db.url, kafkaBrokers: stack.KAFKA_BROKERS, redisUrl: stack.REDIS_URL, topic, partitions, consumer: `${name}${topic.slice(-6)}`, env: extra });
+  const p = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: stack.KAFKA_BROKERS,
+    redisUrl: stack.REDIS_URL,
+    topic,
+    partitions,
+    consumer: `${name}${topic.slice(-6)}`,
+    env: extra,
+  });
   pipelines.push(p);
   await p.setup();
   return p;
@@ -37,7 +45,8 @@ async function pipelineFor(name: string, partitions: number, extra: Record<strin
 
 function healthy(prefix: string, aggregates: number, versions: number): RawRecord[] {
   const out: RawRecord[] = [];
-  for (let v = 1; v <= versions; v++) for (let a = 0; a < aggregates; a++) out.push(ceRecord({ aggregate_id: `${prefix}-${a}`, version: v }));
+  for (let v = 1; v <= versions; v++)
+    for (let a = 0; a < aggregates; a++) out.push(ceRecord({ aggregate_id: `${prefix}-${a}`, version: v }));
   return out;
 }
 
@@ -68,12 +77,20 @@ test('the same event_id with another payload is a conflict in the failure store,
   // One open failure per event id: both conflicting deliveries are on it (attempts), with the bytes of one.
   const failures = await p.sql<{ event_id: string; error_code: string; payload: Buffer; attempts: number }[]>`
     SELECT event_id, error_code, payload, attempts FROM message_failure WHERE consumer_name = ${p.o.consumer}`;
-  assert.deepEqual(failures.map((f) => [f.event_id, f.error_code, f.attempts]), [[id, 'event_id_conflict', 2]]);
-  assert.ok(failures[0]!.payload.equals(otherData.value!) || failures[0]!.payload.equals(otherAggregate.value!), 'conflicting bytes are kept');
+  assert.deepEqual(
+    failures.map((f) => [f.event_id, f.error_code, f.attempts]),
+    [[id, 'event_id_conflict', 2]],
+  );
+  assert.ok(
+    failures[0]!.payload.equals(otherData.value!) || failures[0]!.payload.equals(otherAggregate.value!),
+    'conflicting bytes are kept',
+  );
   const seq = await appliedSequences(p.sql, p.o.consumer);
   assert.deepEqual(seq.get('c-1'), [1, 2], 'c-1 applied once per version, with the first content');
   assert.equal(seq.get('c-2'), undefined, 'the reused id under another aggregate was not applied');
-  const [amount] = await p.sql<{ data: string }[]>`SELECT count(*)::text AS data FROM test_applied WHERE event_id = ${id}`;
+  const [amount] = await p.sql<
+    { data: string }[]
+  >`SELECT count(*)::text AS data FROM test_applied WHERE event_id = ${id}`;
   assert.equal(amount!.data, '1');
   for (let a = 0; a < 10; a++) assert.deepEqual(seq.get(`ok-${a}`), [1, 2]);
   recordScenario({ scenario: 'bad-input.conflict', iterations: 1, report });
@@ -82,21 +99,42 @@ test('the same event_id with another payload is a conflict in the failure store,
 test('an event the broker refuses as too large fails alone (a batch too large together is split): its neighbours are published, the partition flows', async () => {
   const p = await pipelineFor('bigbroker', 2);
   // The topic's limit is below the relay's (1 MiB + 64 KiB), so the broker is the one that refuses.
-  const admin = new Kafka({ clientId: 'bad-input-admin', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING }).admin();
+  const admin = new Kafka({
+    clientId: 'bad-input-admin',
+    brokers: stack.KAFKA_BROKERS.split(','),
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await admin.connect();
-  await admin.alterConfigs({ validateOnly: false, resources: [{ type: 2, name: p.o.topic, configEntries: [{ name: 'max.message.bytes', value: '20000' }] }] });
+  await admin.alterConfigs({
+    validateOnly: false,
+    resources: [{ type: 2, name: p.o.topic, configEntries: [{ name: 'max.message.bytes', value: '20000' }] }],
+  });
   await admin.disconnect();
   const events: EventInput[] = [];
   for (let v = 1; v <= 3; v++) {
     // 6 KB each: a lane's batch of them is over the topic's limit together (the broker refuses the request).
-    for (let a = 0; a < 20; a++) events.push({ event_type: 'FaultEvent', aggregate_id: `n-${a}`, aggregate_version: v, data: { v, pad: 'n'.repeat(6000) } });
-    if (v <= 2) events.push({ event_type: 'FaultEvent', aggregate_id: 'big-1', aggregate_version: v, data: v === 1 ? { blob: 'x'.repeat(60_000) } : { v } });
+    for (let a = 0; a < 20; a++)
+      events.push({
+        event_type: 'FaultEvent',
+        aggregate_id: `n-${a}`,
+        aggregate_version: v,
+        data: { v, pad: 'n'.repeat(6000) },
+      });
+    if (v <= 2)
+      events.push({
+        event_type: 'FaultEvent',
+        aggregate_id: 'big-1',
+        aggregate_version: v,
+        data: v === 1 ? { blob: 'x'.repeat(60_000) } : { v },
+      });
   }
   await p.sql.begin((tx) => enqueueMany(tx, events, { topic: p.o.topic, producer: 'fault-test' }));
   p.relay();
   p.consumer();
   const report = await p.settle(90_000);
-  const rows = await p.sql<{ aggregate_id: string; aggregate_version: string; status: string; last_error: string | null }[]>`
+  const rows = await p.sql<
+    { aggregate_id: string; aggregate_version: string; status: string; last_error: string | null }[]
+  >`
     SELECT aggregate_id, aggregate_version::text, status, last_error FROM message_outbox WHERE status <> 'published'`;
   assert.equal(rows.length, 1, `only the oversize event is not published: ${JSON.stringify(rows)}`);
   assert.equal(rows[0]!.aggregate_id, 'big-1');
@@ -126,7 +164,10 @@ test('a handler that hangs (outside or inside the database) is cut off at handle
   const report = await p.settle(90_000);
   const failures = await p.sql<{ aggregate_id: string; error_code: string; attempts: number }[]>`
     SELECT aggregate_id, error_code, attempts FROM message_failure WHERE consumer_name = ${p.o.consumer} ORDER BY aggregate_id`;
-  assert.deepEqual(failures.map((f) => f.aggregate_id), ['h-js', 'h-sql']);
+  assert.deepEqual(
+    failures.map((f) => f.aggregate_id),
+    ['h-js', 'h-sql'],
+  );
   for (const f of failures) {
     assert.ok(['handler_timeout', 'pg_57014'].includes(f.error_code), `${f.aggregate_id}: ${f.error_code}`);
     assert.equal(f.attempts, 2, 'the retry budget (2 attempts) was spent');
@@ -144,7 +185,11 @@ test('a malformed traceparent or tracestate on a record never makes it poison: a
   const p = await pipelineFor('trace', 1);
   const records = [
     ceRecord({ aggregate_id: 't-1', version: 1, headers: { traceparent: 'zz-not-a-trace-context' } }),
-    ceRecord({ aggregate_id: 't-1', version: 2, headers: { traceparent: `00-${'0'.repeat(32)}-${'0'.repeat(16)}-01` } }),
+    ceRecord({
+      aggregate_id: 't-1',
+      version: 2,
+      headers: { traceparent: `00-${'0'.repeat(32)}-${'0'.repeat(16)}-01` },
+    }),
     ceRecord({ aggregate_id: 't-2', version: 1, headers: { tracestate: 'a=b\u0001c' } }),
     ...healthy('ok', 5, 2),
   ];

@@ -36,14 +36,26 @@ after(async () => {
   await db?.drop();
 });
 
-test(`kill -9 at every failpoint, ${ITERATIONS} times each, under load: nothing lost, nothing applied twice, order kept`, { timeout: 300_000 + ITERATIONS * 45_000 }, async () => {
-  const p = (pipeline = new Pipeline({ databaseUrl: db.url, kafkaBrokers: kafka.urls.KAFKA_BROKERS!, redisUrl: shared.REDIS_URL, topic, partitions: PARTITIONS, consumer, env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' } }));
+test(`kill -9 at every failpoint, ${ITERATIONS} times each, under load: nothing lost, nothing applied twice, order kept`, {
+  timeout: 300_000 + ITERATIONS * 45_000,
+}, async () => {
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: PARTITIONS,
+    consumer,
+    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' },
+  }));
   await p.setup();
   // Aggregates whose handler fails until the test "fixes" it: after the retry budget (2 attempts) they are in the
   // failure store with their v2 parked, ready for the replays at the end.
   const stuck = Array.from({ length: STUCK }, (_, i) => `${consumer}-stuck-${i}`);
   await p.sql`UPDATE test_handler_control SET fail_aggregates = ${stuck}`;
-  const events: EventInput[] = stuck.flatMap((a) => [1, 2].map((v) => ({ event_type: 'FaultEvent', aggregate_id: a, aggregate_version: v, data: { v } })));
+  const events: EventInput[] = stuck.flatMap((a) =>
+    [1, 2].map((v) => ({ event_type: 'FaultEvent', aggregate_id: a, aggregate_version: v, data: { v } })),
+  );
   await p.sql.begin((tx) => enqueueMany(tx, events, { topic, producer: 'fault-test' }));
 
   const writer = { WRITER_RATE: '40', WRITER_AGGREGATES: '150', WRITER_FLAKY: '0.05' };
@@ -53,20 +65,57 @@ test(`kill -9 at every failpoint, ${ITERATIONS} times each, under load: nothing 
   p.relay();
   p.consumer();
   const loops = await Promise.all([
-    failpointLoop({ name: 'outbox.after-commit', maxPass: 25, iterations: ITERATIONS, deadline, spawn: (env) => p.writer({ ...writer, ...env }) }),
-    failpointLoop({ name: 'relay.after-publish-before-mark', maxPass: 4, iterations: ITERATIONS, deadline, spawn: (env) => p.relay(env) }),
-    failpointLoop({ name: 'consumer.after-commit-before-offset', maxPass: 6, iterations: ITERATIONS, deadline, spawn: (env) => p.consumer(env) }),
-    failpointLoop({ name: 'retry.after-ledger-before-enqueue', maxPass: 2, iterations: ITERATIONS, deadline, spawn: (env) => p.consumer(env) }),
+    failpointLoop({
+      name: 'outbox.after-commit',
+      maxPass: 25,
+      iterations: ITERATIONS,
+      deadline,
+      spawn: (env) => p.writer({ ...writer, ...env }),
+    }),
+    failpointLoop({
+      name: 'relay.after-publish-before-mark',
+      maxPass: 4,
+      iterations: ITERATIONS,
+      deadline,
+      spawn: (env) => p.relay(env),
+    }),
+    failpointLoop({
+      name: 'consumer.after-commit-before-offset',
+      maxPass: 6,
+      iterations: ITERATIONS,
+      deadline,
+      spawn: (env) => p.consumer(env),
+    }),
+    failpointLoop({
+      name: 'retry.after-ledger-before-enqueue',
+      maxPass: 2,
+      iterations: ITERATIONS,
+      deadline,
+      spawn: (env) => p.consumer(env),
+    }),
   ]);
 
-  await waitFor('every stuck aggregate in the failure store', async () => {
-    const [r] = await p.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_failure WHERE consumer_name = ${consumer} AND status = 'open'`;
-    return r!.n >= STUCK;
-  }, 120_000, 1000);
+  await waitFor(
+    'every stuck aggregate in the failure store',
+    async () => {
+      const [r] = await p.sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM message_failure WHERE consumer_name = ${consumer} AND status = 'open'`;
+      return r!.n >= STUCK;
+    },
+    120_000,
+    1000,
+  );
   await p.sql`UPDATE test_handler_control SET fail_aggregates = '{}'`;
   // Replays die after scheduling n − 1 failures and writing the n-th's ledger row without its job: the next
   // replay takes the rest, reconciliation enqueues the orphan.
-  const replays = await failpointLoop({ name: 'replay.mid-batch', maxPass: 3, iterations: ITERATIONS, deadline: Date.now() + ITERATIONS * 30_000, spawn: (env) => p.replay(env, ['--limit', '10']) });
+  const replays = await failpointLoop({
+    name: 'replay.mid-batch',
+    maxPass: 3,
+    iterations: ITERATIONS,
+    deadline: Date.now() + ITERATIONS * 30_000,
+    spawn: (env) => p.replay(env, ['--limit', '10']),
+  });
   const rest = p.replay();
   assert.equal(await rest.exited, 0, rest.output());
 
@@ -77,11 +126,21 @@ test(`kill -9 at every failpoint, ${ITERATIONS} times each, under load: nothing 
   assert.equal(c.lost.count, 0);
   assert.equal(c.appliedTwice!.count, 0);
   assert.equal(c.outOfOrder.count, 0);
-  assert.ok(report.log.duplicates > 0, 'relays killed after the broker confirmed re-sent those batches (the counted duplicate window)');
-  assert.ok(c.duplicatesAbsorbed > 0, 'consumers killed before their offset commit got redeliveries, absorbed by the inbox');
-  const [replayed] = await p.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_failure WHERE consumer_name = ${consumer} AND status = 'replayed'`;
+  assert.ok(
+    report.log.duplicates > 0,
+    'relays killed after the broker confirmed re-sent those batches (the counted duplicate window)',
+  );
+  assert.ok(
+    c.duplicatesAbsorbed > 0,
+    'consumers killed before their offset commit got redeliveries, absorbed by the inbox',
+  );
+  const [replayed] = await p.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_failure WHERE consumer_name = ${consumer} AND status = 'replayed'`;
   assert.equal(replayed!.n, STUCK, 'every failure was replayed once (audited), none twice');
-  const [audits] = await p.sql<{ n: number }[]>`SELECT count(DISTINCT target)::int AS n FROM operator_audit WHERE action = 'failure.replay'`;
+  const [audits] = await p.sql<
+    { n: number }[]
+  >`SELECT count(DISTINCT target)::int AS n FROM operator_audit WHERE action = 'failure.replay'`;
   assert.equal(audits!.n, STUCK);
   recordScenario({ scenario: 'failpoints', iterations: [...loops, replays].reduce((s, l) => s + l.kills, 0), report });
 });
@@ -93,5 +152,8 @@ async function stopWriters(p: Pipeline): Promise<void> {
 }
 
 function printLoops(loops: FailpointLoopResult[]): void {
-  for (const l of loops) console.log(`# ${l.name}: ${l.kills} kills at the failpoint (${l.misses} runs missed it), mean run ${l.meanRunMs} ms`);
+  for (const l of loops)
+    console.log(
+      `# ${l.name}: ${l.kills} kills at the failpoint (${l.misses} runs missed it), mean run ${l.meanRunMs} ms`,
+    );
 }

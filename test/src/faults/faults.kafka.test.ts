@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { uniqueTopic } from '../support/kafka.ts';
-import { alive, faultDuration, faultIterations, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
+import {
+  alive,
+  faultDuration,
+  faultIterations,
+  Pipeline,
+  recordScenario,
+  stopGracefully,
+} from '../support/pipeline.ts';
 import { createPrivateTopic, restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
@@ -31,15 +38,28 @@ after(async () => {
 async function pipelineFor(name: string): Promise<{ p: Pipeline; roles: RoleProcess[] }> {
   const topic = uniqueTopic(name);
   await createPrivateTopic(kafka, topic, 3);
-  const p = new Pipeline({ databaseUrl: db.url, kafkaBrokers: kafka.urls.KAFKA_BROKERS!, redisUrl: shared.REDIS_URL, topic, partitions: 3, consumer: `${name}${topic.slice(-6)}`, env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000' } });
+  const p = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: 3,
+    consumer: `${name}${topic.slice(-6)}`,
+    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000' },
+  });
   pipelines.push(p);
   await p.setup();
-  const roles = [p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.02' }), p.relay({ POSTBOX_RELAY_THREADS: '1' }), p.consumer()];
+  const roles = [
+    p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.02' }),
+    p.relay({ POSTBOX_RELAY_THREADS: '1' }),
+    p.consumer(),
+  ];
   return { p, roles };
 }
 
 function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles) assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
+  for (const r of roles)
+    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
 }
 
 async function maxAttempts(p: Pipeline): Promise<number> {
@@ -47,7 +67,9 @@ async function maxAttempts(p: Pipeline): Promise<number> {
   return r!.max ?? 0;
 }
 
-test(`broker SIGKILL mid-stream, ${KILLS} times, restarted after 5 s: every role reconnects by itself, nothing lost`, { timeout: 480_000 }, async () => {
+test(`broker SIGKILL mid-stream, ${KILLS} times, restarted after 5 s: every role reconnects by itself, nothing lost`, {
+  timeout: 480_000,
+}, async () => {
   const { p, roles } = await pipelineFor('bkill');
   await sleep(8000);
   for (let i = 0; i < KILLS; i++) {
@@ -64,7 +86,9 @@ test(`broker SIGKILL mid-stream, ${KILLS} times, restarted after 5 s: every role
   recordScenario({ scenario: 'kafka.sigkill', iterations: KILLS, report });
 });
 
-test(`broker SIGSTOP for ${PAUSE_MS / 1000} s (requests hang, nothing answers), then SIGCONT: no tight loop, everything resumes`, { timeout: PAUSE_MS + 420_000 }, async () => {
+test(`broker SIGSTOP for ${PAUSE_MS / 1000} s (requests hang, nothing answers), then SIGCONT: no tight loop, everything resumes`, {
+  timeout: PAUSE_MS + 420_000,
+}, async () => {
   const { p, roles } = await pipelineFor('bstop');
   await sleep(8000);
   const before = await maxAttempts(p);

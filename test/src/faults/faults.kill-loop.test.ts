@@ -30,8 +30,18 @@ after(async () => {
   await db?.drop();
 });
 
-test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} s under load: the verifier finds nothing lost, doubled or reordered`, { timeout: DURATION_MS + 420_000 }, async () => {
-  const p = (pipeline = new Pipeline({ databaseUrl: db.url, kafkaBrokers: kafka.urls.KAFKA_BROKERS!, redisUrl: shared.REDIS_URL, topic, partitions: 4, consumer, env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' } }));
+test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} s under load: the verifier finds nothing lost, doubled or reordered`, {
+  timeout: DURATION_MS + 420_000,
+}, async () => {
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: 4,
+    consumer,
+    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' },
+  }));
   await p.setup();
   const writerEnv = { WRITER_RATE: '25', WRITER_AGGREGATES: '100', WRITER_FLAKY: '0.03' };
   const roles: Array<{ name: string; start: () => RoleProcess; current: RoleProcess }> = [
@@ -48,7 +58,9 @@ test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} 
     await sleep(500 + Math.random() * 2500);
     const role = roles[Math.floor(Math.random() * roles.length)]!;
     if (!alive(role.current)) {
-      throw new Error(`a ${role.name} died by itself (exit ${role.current.child.exitCode}):\n${role.current.output().slice(-3000)}`);
+      throw new Error(
+        `a ${role.name} died by itself (exit ${role.current.child.exitCode}):\n${role.current.output().slice(-3000)}`,
+      );
     }
     role.current.kill('SIGKILL');
     await role.current.exited;
@@ -63,7 +75,9 @@ test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} 
   assert.equal(c.appliedTwice!.count, 0);
   assert.equal(c.outOfOrder.count, 0);
   const total = kills.writer! + kills.relay! + kills.consumer!;
-  console.log(`# kill loop: ${total} kills (writers ${kills.writer}, relays ${kills.relay}, consumers ${kills.consumer}) in ${DURATION_MS / 1000} s`);
+  console.log(
+    `# kill loop: ${total} kills (writers ${kills.writer}, relays ${kills.relay}, consumers ${kills.consumer}) in ${DURATION_MS / 1000} s`,
+  );
   assert.ok(kills.relay! > 0 && kills.consumer! > 0, 'both relays and consumers were killed');
   recordScenario({ scenario: 'kill-loop', iterations: total, report });
 });

@@ -44,20 +44,50 @@ function cpuSeconds(p: RoleProcess): number {
 }
 
 async function health(a: TestApi): Promise<{ ready: boolean; down: string[] }> {
-  const r = await a.gql<{ health: { ready: boolean; checks: Array<{ name: string; ok: boolean }> } }>('{ health { ready checks { name ok } } }');
+  const r = await a.gql<{ health: { ready: boolean; checks: Array<{ name: string; ok: boolean }> } }>(
+    '{ health { ready checks { name ok } } }',
+  );
   assert.ok(r.data, `health answered: ${JSON.stringify(r.errors)}`);
-  return { ready: r.data.health.ready, down: r.data.health.checks.filter((c) => !c.ok).map((c) => c.name).sort() };
+  return {
+    ready: r.data.health.ready,
+    down: r.data.health.checks
+      .filter((c) => !c.ok)
+      .map((c) => c.name)
+      .sort(),
+  };
 }
 
-test(`PostgreSQL, Kafka and Redis down for ${OUTAGE_MS / 1000} s: readiness red, no tight loops, nobody dies, everything resumes`, { timeout: OUTAGE_MS + 480_000 }, async () => {
-  const p = (pipeline = new Pipeline({ databaseUrl: db.url, kafkaBrokers: s.urls.KAFKA_BROKERS!, redisUrl: s.urls.REDIS_URL!, topic, partitions: 3, consumer }));
+test(`PostgreSQL, Kafka and Redis down for ${OUTAGE_MS / 1000} s: readiness red, no tight loops, nobody dies, everything resumes`, {
+  timeout: OUTAGE_MS + 480_000,
+}, async () => {
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: s.urls.KAFKA_BROKERS!,
+    redisUrl: s.urls.REDIS_URL!,
+    topic,
+    partitions: 3,
+    consumer,
+  }));
   await p.setup();
-  api = await startTestApi(db.url, { redisUrl: s.urls.REDIS_URL!, kafkaBrokers: s.urls.KAFKA_BROKERS!, topics: `${topic}:3` });
-  const roles = [p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.05' }), p.relay({ POSTBOX_RELAY_THREADS: '1' }), p.consumer()];
-  await waitFor('events applied before the outage', async () => {
-    const [r] = await p.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`;
-    return r!.n >= 100;
-  }, 90_000, 500);
+  api = await startTestApi(db.url, {
+    redisUrl: s.urls.REDIS_URL!,
+    kafkaBrokers: s.urls.KAFKA_BROKERS!,
+    topics: `${topic}:3`,
+  });
+  const roles = [
+    p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.05' }),
+    p.relay({ POSTBOX_RELAY_THREADS: '1' }),
+    p.consumer(),
+  ];
+  await waitFor(
+    'events applied before the outage',
+    async () => {
+      const [r] = await p.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`;
+      return r!.n >= 100;
+    },
+    90_000,
+    500,
+  );
   assert.deepEqual(await health(api), { ready: true, down: [] });
 
   await Promise.all([s.kafka!.signal('SIGKILL'), s.redis!.signal('SIGKILL'), s.postgres!.signal('SIGQUIT')]);
@@ -72,9 +102,17 @@ test(`PostgreSQL, Kafka and Redis down for ${OUTAGE_MS / 1000} s: readiness red,
   await sleep(OUTAGE_MS - Math.min(10_000, OUTAGE_MS / 4));
   const elapsed = (Date.now() - measuredFrom) / 1000;
   const shares = roles.map((r, i) => (cpuSeconds(r) - cpuBefore[i]!) / elapsed);
-  for (const r of roles) assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died during the outage:\n${r.output().slice(-3000)}`);
-  console.log(`# outage: CPU share during ${Math.round(elapsed)} s down — writer ${pct(shares[0]!)}, relay ${pct(shares[1]!)}, consumer ${pct(shares[2]!)}`);
-  shares.forEach((share, i) => assert.ok(share < MAX_CPU_SHARE, `${['writer', 'relay', 'consumer'][i]} used ${pct(share)} of a core while everything was down: a tight loop`));
+  for (const r of roles)
+    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died during the outage:\n${r.output().slice(-3000)}`);
+  console.log(
+    `# outage: CPU share during ${Math.round(elapsed)} s down — writer ${pct(shares[0]!)}, relay ${pct(shares[1]!)}, consumer ${pct(shares[2]!)}`,
+  );
+  shares.forEach((share, i) =>
+    assert.ok(
+      share < MAX_CPU_SHARE,
+      `${['writer', 'relay', 'consumer'][i]} used ${pct(share)} of a core while everything was down: a tight loop`,
+    ),
+  );
   assert.equal((await health(api)).ready, false);
 
   await Promise.all([restart(s.postgres!), restart(s.redis!), restart(s.kafka!)]);
@@ -88,7 +126,8 @@ test(`PostgreSQL, Kafka and Redis down for ${OUTAGE_MS / 1000} s: readiness red,
   assert.equal(c.lost.count, 0);
   assert.equal(c.appliedTwice!.count, 0);
   assert.equal(c.outOfOrder.count, 0);
-  for (const r of roles.slice(1)) assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died after the outage:\n${r.output().slice(-3000)}`);
+  for (const r of roles.slice(1))
+    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died after the outage:\n${r.output().slice(-3000)}`);
   recordScenario({ scenario: 'outage.all-services', iterations: 1, report });
 });
 

@@ -30,15 +30,29 @@ after(async () => {
 });
 
 function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles) assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
+  for (const r of roles)
+    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
 }
 
-test(`PostgreSQL immediate stop mid-stream, ${STOPS} times, back after 5 s: all roles reconnect, nothing lost, no stuck lease`, { timeout: 480_000 }, async () => {
+test(`PostgreSQL immediate stop mid-stream, ${STOPS} times, back after 5 s: all roles reconnect, nothing lost, no stuck lease`, {
+  timeout: 480_000,
+}, async () => {
   const topic = uniqueTopic('pgstop');
   await createTopic(topic, 3);
-  const p = (pipeline = new Pipeline({ databaseUrl: db.url, kafkaBrokers: shared.KAFKA_BROKERS, redisUrl: shared.REDIS_URL, topic, partitions: 3, consumer: `pgstop${topic.slice(-6)}` }));
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: shared.KAFKA_BROKERS,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: 3,
+    consumer: `pgstop${topic.slice(-6)}`,
+  }));
   await p.setup();
-  const roles = [p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.02' }), p.relay({ POSTBOX_RELAY_THREADS: '1' }), p.consumer()];
+  const roles = [
+    p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.02' }),
+    p.relay({ POSTBOX_RELAY_THREADS: '1' }),
+    p.consumer(),
+  ];
   await sleep(8000);
   for (let i = 0; i < STOPS; i++) {
     await pg.postgres!.signal('SIGQUIT');
@@ -52,6 +66,10 @@ test(`PostgreSQL immediate stop mid-stream, ${STOPS} times, back after 5 s: all 
   const report = await p.settle(180_000, { stuckAfterMs: 30_000 });
   assertAlive(roles.slice(1), 'after the stops');
   const writerErrors = roles[0]!.output();
-  assert.match(writerErrors, /writer: transaction failed \((network_|pg_57p01|pg_08)/, 'the writer saw the outage as connection errors and retried');
+  assert.match(
+    writerErrors,
+    /writer: transaction failed \((network_|pg_57p01|pg_08)/,
+    'the writer saw the outage as connection errors and retried',
+  );
   recordScenario({ scenario: 'postgres.immediate-stop', iterations: STOPS, report });
 });

@@ -31,7 +31,8 @@ after(async () => {
 });
 
 function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles) assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
+  for (const r of roles)
+    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
 }
 
 /** Drops `count` matching replies one at a time, waiting for each to be dropped (or giving up after 15 s). */
@@ -48,11 +49,20 @@ async function dropEach(proxy: FaultProxy, count: number, tag?: RegExp): Promise
   return dropped;
 }
 
-test(`Kafka produce replies dropped after the broker appended (${DROPS} times), then latency and cuts: same-id re-sends, duplicates counted, positions right`, { timeout: 300_000 + DROPS * 20_000 }, async () => {
+test(`Kafka produce replies dropped after the broker appended (${DROPS} times), then latency and cuts: same-id re-sends, duplicates counted, positions right`, {
+  timeout: 300_000 + DROPS * 20_000,
+}, async () => {
   const topic = uniqueTopic('pxkafka');
   await createPrivateTopic(servers, topic, 3);
   const proxy = servers.proxies.kafka!;
-  const p = new Pipeline({ databaseUrl: db.url, kafkaBrokers: servers.urls.KAFKA_BROKERS!, redisUrl: shared.REDIS_URL, topic, partitions: 3, consumer: `pk${topic.slice(-6)}` });
+  const p = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: servers.urls.KAFKA_BROKERS!,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: 3,
+    consumer: `pk${topic.slice(-6)}`,
+  });
   pipelines.push(p);
   await p.setup();
   const roles = [p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }), p.relay(), p.consumer()];
@@ -70,18 +80,30 @@ test(`Kafka produce replies dropped after the broker appended (${DROPS} times), 
   const report = await p.settle(180_000);
   assert.equal(dropped, DROPS, `every reply drop happened (${dropped})`);
   assert.equal(report.log.positionConflicts.count, 0, 'every stored position holds its event');
-  console.log(`# kafka proxy: ${dropped} produce replies dropped, ${proxy.stats().cuts} connections cut; ${report.log.duplicates} duplicate sends`);
+  console.log(
+    `# kafka proxy: ${dropped} produce replies dropped, ${proxy.stats().cuts} connections cut; ${report.log.duplicates} duplicate sends`,
+  );
   recordScenario({ scenario: 'proxy.kafka-produce-reply', iterations: dropped, report });
 });
 
-test(`PostgreSQL COMMIT and relay UPDATE replies dropped after they took effect (${DROPS} times), latency and cuts before PostgreSQL and Redis: no double effect, nothing lost`, { timeout: 300_000 + DROPS * 40_000 }, async () => {
+test(`PostgreSQL COMMIT and relay UPDATE replies dropped after they took effect (${DROPS} times), latency and cuts before PostgreSQL and Redis: no double effect, nothing lost`, {
+  timeout: 300_000 + DROPS * 40_000,
+}, async () => {
   const topic = uniqueTopic('pxpg');
   // The private broker (its proxy only forwards here): the shared one may be restarting for another test, and a
   // topic created just then stayed unknown to it for over a minute.
   await createPrivateTopic(servers, topic, 3);
   const proxy = servers.proxies.postgres!;
   const viaProxy = db.url.replace(`:${new URL(servers.direct.DATABASE_URL!).port}/`, `:${proxy.port}/`);
-  const p = new Pipeline({ databaseUrl: viaProxy, adminDatabaseUrl: db.url, kafkaBrokers: servers.urls.KAFKA_BROKERS!, redisUrl: servers.urls.REDIS_URL!, topic, partitions: 3, consumer: `pp${topic.slice(-6)}` });
+  const p = new Pipeline({
+    databaseUrl: viaProxy,
+    adminDatabaseUrl: db.url,
+    kafkaBrokers: servers.urls.KAFKA_BROKERS!,
+    redisUrl: servers.urls.REDIS_URL!,
+    topic,
+    partitions: 3,
+    consumer: `pp${topic.slice(-6)}`,
+  });
   pipelines.push(p);
   await p.setup();
   const writer = p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60', WRITER_FLAKY: '0.05' });
@@ -98,12 +120,23 @@ test(`PostgreSQL COMMIT and relay UPDATE replies dropped after they took effect 
   }
   assertAlive(roles, 'after the faults');
   await stopGracefully(writer, 'writer', 'writer started');
-  const writerStats = JSON.parse(writer.output().split('\n').find((l) => l.includes('"writer-stats"'))!)['writer-stats'];
+  const writerStats = JSON.parse(
+    writer
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"writer-stats"'))!,
+  )['writer-stats'];
   const report = await p.settle(180_000);
   const [partial] = await p.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM fault_aggregate f WHERE f.version <> (SELECT count(*) FROM message_outbox o WHERE o.aggregate_id = f.id)`;
-  assert.equal(partial!.n, 0, 'each business version has exactly one event: unknown commits were looked up, not repeated');
+  assert.equal(
+    partial!.n,
+    0,
+    'each business version has exactly one event: unknown commits were looked up, not repeated',
+  );
   assert.ok(commits >= DROPS / 2, `COMMIT replies dropped: ${commits}`);
-  console.log(`# postgres proxy: ${commits} COMMIT and ${updates} UPDATE replies dropped; the writer resolved ${writerStats.unknown} unknown commits by looking them up`);
+  console.log(
+    `# postgres proxy: ${commits} COMMIT and ${updates} UPDATE replies dropped; the writer resolved ${writerStats.unknown} unknown commits by looking them up`,
+  );
   recordScenario({ scenario: 'proxy.postgres-commit-reply', iterations: commits + updates, report });
 });

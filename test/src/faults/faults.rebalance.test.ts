@@ -32,8 +32,18 @@ after(async () => {
   await db?.drop();
 });
 
-test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving every few seconds) under load: nothing lost, doubled or reordered`, { timeout: STORM_MS + 420_000 }, async () => {
-  const p = (pipeline = new Pipeline({ databaseUrl: db.url, kafkaBrokers: kafka.urls.KAFKA_BROKERS!, redisUrl: shared.REDIS_URL, topic, partitions: 6, consumer, env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' } }));
+test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving every few seconds) under load: nothing lost, doubled or reordered`, {
+  timeout: STORM_MS + 420_000,
+}, async () => {
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    redisUrl: shared.REDIS_URL,
+    topic,
+    partitions: 6,
+    consumer,
+    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' },
+  }));
   await p.setup(2);
   const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '120', WRITER_FLAKY: '0.03' });
   p.relay();
@@ -43,7 +53,8 @@ test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving ev
   const until = Date.now() + STORM_MS;
   while (Date.now() < until) {
     await sleep(1500 + Math.random() * 2500);
-    for (const m of members) assert.ok(alive(m), `a consumer died by itself (exit ${m.child.exitCode}):\n${m.output().slice(-3000)}`);
+    for (const m of members)
+      assert.ok(alive(m), `a consumer died by itself (exit ${m.child.exitCode}):\n${m.output().slice(-3000)}`);
     const join = members.length === 1 || (members.length < 4 && Math.random() < 0.5);
     if (join) {
       members.push(p.consumer());
@@ -61,7 +72,9 @@ test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving ev
   assert.equal(c.appliedTwice!.count, 0);
   assert.equal(c.outOfOrder.count, 0);
   assert.ok(c.events > 500, `load ran through the storm (${c.events} events)`);
-  console.log(`# rebalance storm: ${joins} joins, ${leaves} graceful leaves in ${STORM_MS / 1000} s; ${c.events} events`);
+  console.log(
+    `# rebalance storm: ${joins} joins, ${leaves} graceful leaves in ${STORM_MS / 1000} s; ${c.events} events`,
+  );
   assert.ok(leaves >= 3, `members left during the storm (${leaves})`);
   recordScenario({ scenario: 'rebalance-storm', iterations: joins + leaves, report });
 });

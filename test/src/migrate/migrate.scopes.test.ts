@@ -37,7 +37,9 @@ async function tables(sql: Sql): Promise<string[]> {
 }
 
 async function ledger(sql: Sql): Promise<string[]> {
-  const rows = await sql<{ s: string }[]>`SELECT scope || ':' || version AS s FROM postbox_migration ORDER BY scope, version`;
+  const rows = await sql<
+    { s: string }[]
+  >`SELECT scope || ':' || version AS s FROM postbox_migration ORDER BY scope, version`;
   return rows.map((r) => r.s);
 }
 
@@ -48,7 +50,16 @@ test('a new database gets Postbox tables only; the demo scope adds the demo tabl
   assert.ok(!(await tables(sql)).some((t) => t.startsWith('demo_')), 'no demo table in the product chain');
   assert.deepEqual(await migrateDemo(sql), [1, 2]);
   assert.ok((await tables(sql)).includes('demo_order_projection'));
-  assert.deepEqual(await ledger(sql), ['demo:1', 'demo:2', 'postbox:1', 'postbox:2', 'postbox:3', 'postbox:6', 'postbox:7', 'postbox:8']);
+  assert.deepEqual(await ledger(sql), [
+    'demo:1',
+    'demo:2',
+    'postbox:1',
+    'postbox:2',
+    'postbox:3',
+    'postbox:6',
+    'postbox:7',
+    'postbox:8',
+  ]);
   assert.deepEqual(await Promise.all([migrate(sql), migrateDemo(sql)]), [[], []]);
 });
 

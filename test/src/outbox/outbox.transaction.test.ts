@@ -38,7 +38,11 @@ test('a rolled-back business transaction publishes nothing; a committed one is o
   await assert.rejects(
     transaction(db.sql, waker, async (tx) => {
       await tx`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES ('o-rolled', 'placed', 1, 1)`;
-      await enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: 'o-rolled', aggregate_version: 1, data: { n: 0 } }, { topic });
+      await enqueue(
+        tx,
+        { event_type: 'OrderPlaced', aggregate_id: 'o-rolled', aggregate_version: 1, data: { n: 0 } },
+        { topic },
+      );
       throw new Error('business rule says no');
     }),
     /business rule says no/,
@@ -81,7 +85,10 @@ test('a rolled-back business transaction publishes nothing; a committed one is o
     SELECT status, broker_partition, broker_offset::text, attempts FROM message_outbox WHERE event_id = ${committed.event_id}`;
   assert.deepEqual(row, { status: 'published', broker_partition: r!.partition, broker_offset: r!.offset, attempts: 1 });
   const orders = await db.sql`SELECT order_id FROM demo_order ORDER BY order_id`;
-  assert.deepEqual(orders.map((o) => o.order_id), ['o-kept']);
+  assert.deepEqual(
+    orders.map((o) => o.order_id),
+    ['o-kept'],
+  );
 });
 
 test('invalid and oversize envelopes are refused at enqueue and the caller transaction is not half-written', async () => {
@@ -99,17 +106,34 @@ test('invalid and oversize envelopes are refused at enqueue and the caller trans
       );
     }),
     (error: unknown) =>
-      error instanceof EnvelopeValidationError && error.issues.some((i) => i.path === 'aggregate_version') && /aggregate_version: must be at least 1/.test(error.message),
+      error instanceof EnvelopeValidationError &&
+      error.issues.some((i) => i.path === 'aggregate_version') &&
+      /aggregate_version: must be at least 1/.test(error.message),
   );
   await assert.rejects(
     db.sql.begin(async (tx) => {
       await tx`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES ('o-big', 'placed', 1, 1)`;
-      await enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: 'o-big', aggregate_version: 1, data: { blob: 'x'.repeat(1024 * 1024) } }, { topic });
+      await enqueue(
+        tx,
+        {
+          event_type: 'OrderPlaced',
+          aggregate_id: 'o-big',
+          aggregate_version: 1,
+          data: { blob: 'x'.repeat(1024 * 1024) },
+        },
+        { topic },
+      );
     }),
     (error: unknown) => error instanceof EnvelopeTooLargeError && error.limit === 1024 * 1024,
   );
   await assert.rejects(
-    db.sql.begin((tx) => enqueue(tx, { event_type: 'Small', aggregate_id: 'o-small', aggregate_version: 1, data: 'x'.repeat(600) }, { topic, maxEnvelopeBytes: 512 })),
+    db.sql.begin((tx) =>
+      enqueue(
+        tx,
+        { event_type: 'Small', aggregate_id: 'o-small', aggregate_version: 1, data: 'x'.repeat(600) },
+        { topic, maxEnvelopeBytes: 512 },
+      ),
+    ),
     EnvelopeTooLargeError,
   );
   assert.deepEqual(await outboxCounts(db.sql), before);
@@ -123,7 +147,11 @@ test('an idempotency-key repeat returns the first result and event id; a differe
     db.sql.begin((tx) =>
       idempotent(tx, command, async (t) => {
         await t`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES ('o-idem', 'placed', 5, 1)`;
-        const e = await enqueue(t, { event_type: 'OrderPlaced', aggregate_id: 'o-idem', aggregate_version: 1, data: { amount: 5 } }, { topic });
+        const e = await enqueue(
+          t,
+          { event_type: 'OrderPlaced', aggregate_id: 'o-idem', aggregate_version: 1, data: { amount: 5 } },
+          { topic },
+        );
         return { orderId: 'o-idem', eventId: e.event_id };
       }),
     );
@@ -134,14 +162,22 @@ test('an idempotency-key repeat returns the first result and event id; a differe
   assert.deepEqual(second.result, first.result);
   // Key order does not make a repeat look different.
   const reordered = await db.sql.begin((tx) =>
-    idempotent(tx, { ...command, request: { amount: 5, orderId: 'o-idem' } }, async () => assert.fail('must not run again')),
+    idempotent(tx, { ...command, request: { amount: 5, orderId: 'o-idem' } }, async () =>
+      assert.fail('must not run again'),
+    ),
   );
   assert.deepEqual(reordered.result, first.result);
   await assert.rejects(
-    db.sql.begin((tx) => idempotent(tx, { ...command, request: { orderId: 'o-idem', amount: 6 } }, async () => assert.fail('must not run'))),
+    db.sql.begin((tx) =>
+      idempotent(tx, { ...command, request: { orderId: 'o-idem', amount: 6 } }, async () =>
+        assert.fail('must not run'),
+      ),
+    ),
     (e: unknown) => e instanceof IdempotencyConflictError && e.code === 'idempotency_conflict' && e.key === 'req-42',
   );
-  const [count] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-idem'`;
+  const [count] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-idem'`;
   assert.equal(count!.n, 1, 'one event for the command however often it is repeated');
 });
 
@@ -151,7 +187,11 @@ test('concurrent repeats of one idempotency key run the command once', async () 
     Array.from({ length: 5 }, () =>
       db.sql.begin((tx) =>
         idempotent(tx, command, async (t) => {
-          const e = await enqueue(t, { event_type: 'OrderPlaced', aggregate_id: 'o-conc', aggregate_version: 1, data: {} }, { topic });
+          const e = await enqueue(
+            t,
+            { event_type: 'OrderPlaced', aggregate_id: 'o-conc', aggregate_version: 1, data: {} },
+            { topic },
+          );
           return { eventId: e.event_id };
         }),
       ),
@@ -159,7 +199,9 @@ test('concurrent repeats of one idempotency key run the command once', async () 
   );
   assert.equal(results.filter((r) => !r.repeated).length, 1);
   assert.equal(new Set(results.map((r) => r.result.eventId)).size, 1);
-  const [count] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-conc'`;
+  const [count] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-conc'`;
   assert.equal(count!.n, 1);
 });
 
@@ -167,7 +209,8 @@ test('a concurrent update that loses the race is a typed business conflict and w
   await db.sql`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES ('o-race', 'placed', 1, 1)`;
   const pay = () =>
     db.sql.begin(async (tx) => {
-      const result = await tx`UPDATE demo_order SET state = 'paid', version = version + 1 WHERE order_id = 'o-race' AND state = 'placed'`;
+      const result =
+        await tx`UPDATE demo_order SET state = 'paid', version = version + 1 WHERE order_id = 'o-race' AND state = 'placed'`;
       expectRows(result, 1, 'order o-race is no longer placed');
       await enqueue(tx, { event_type: 'OrderPaid', aggregate_id: 'o-race', aggregate_version: 2, data: {} }, { topic });
     });
@@ -177,7 +220,9 @@ test('a concurrent update that loses the race is a typed business conflict and w
     assert.ok(o.reason instanceof BusinessConflictError, String(o.reason));
     assert.match(o.reason.message, /no longer placed \(expected 1 row\(s\), matched 0\)/);
   }
-  const [count] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-race'`;
+  const [count] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = 'o-race'`;
   assert.equal(count!.n, 1);
 });
 
@@ -187,5 +232,8 @@ test('two migrators starting at once apply each migration once', async () => {
   const results = await Promise.all([migrate(db.sql), migrate(db.sql)]);
   assert.deepEqual(results, [[], []]);
   const rows = await db.sql`SELECT version FROM postbox_migration WHERE scope = 'postbox' ORDER BY version`;
-  assert.deepEqual(rows.map((r) => r.version), (await readMigrations()).map((f) => f.version));
+  assert.deepEqual(
+    rows.map((r) => r.version),
+    (await readMigrations()).map((f) => f.version),
+  );
 });

@@ -14,7 +14,7 @@ const topic = uniqueTopic('down');
 
 async function kafkaPid(): Promise<number> {
   const kafka = (await stackStatus()).services.find((s) => s.name === 'kafka');
-  assert.ok(kafka?.running && kafka.pid, 'this test stops and restarts the local stack\'s Kafka');
+  assert.ok(kafka?.running && kafka.pid, "this test stops and restarts the local stack's Kafka");
   return kafka.pid;
 }
 
@@ -32,9 +32,19 @@ after(async () => {
 test('broker unavailable at start and for a while: the relay backs off without a tight loop, then publishes everything', async () => {
   const pid = await kafkaPid();
   process.kill(pid, 'SIGTERM');
-  await waitFor('kafka to stop', async () => !(await stackStatus()).services.find((s) => s.name === 'kafka')?.running, 60_000);
+  await waitFor(
+    'kafka to stop',
+    async () => !(await stackStatus()).services.find((s) => s.name === 'kafka')?.running,
+    60_000,
+  );
 
-  relay = spawnPostbox(['relay'], { ...stack, DATABASE_URL: db.url, POSTBOX_TOPICS: `${topic}:3`, POSTBOX_RELAY_THREADS: '1', LOG_LEVEL: 'warn' });
+  relay = spawnPostbox(['relay'], {
+    ...stack,
+    DATABASE_URL: db.url,
+    POSTBOX_TOPICS: `${topic}:3`,
+    POSTBOX_RELAY_THREADS: '1',
+    LOG_LEVEL: 'warn',
+  });
   const total = await writeEvents(db.sql, topic, 20, 10, 200);
   const downSince = Date.now();
   await new Promise((r) => setTimeout(r, 15_000));
@@ -42,16 +52,26 @@ test('broker unavailable at start and for a while: the relay backs off without a
   assert.equal(whileDown.published ?? 0, 0, 'nothing can be published while the broker is down');
   assert.equal(relay.child.exitCode, null, 'the relay keeps running');
   // The start-up topic check retried with backoff: a handful of attempts in 15 s, not thousands.
-  const retries = relay.output().split('\n').filter((l) => l.includes('kafka not ready')).length;
+  const retries = relay
+    .output()
+    .split('\n')
+    .filter((l) => l.includes('kafka not ready')).length;
   assert.ok(retries >= 1 && retries <= 20, `start-up retries while down: ${retries}`);
 
   await stackUp({ quiet: true });
-  await waitFor('everything published after the broker returns', async () => (await outboxCounts(db.sql)).published === total, 120_000, 500);
+  await waitFor(
+    'everything published after the broker returns',
+    async () => (await outboxCounts(db.sql)).published === total,
+    120_000,
+    500,
+  );
   const records = await readTopic(topic, (r) => new Set(r.map((x) => x.headers.ce_id)).size >= total, 60_000);
   const check = checkTopic(records);
   assert.equal(check.distinct, total);
   assert.deepEqual(check.outOfOrder, []);
-  console.log(`# broker down ${Math.round((Date.now() - downSince) / 1000)} s: ${retries} start-up retries, ${total} events published after`);
+  console.log(
+    `# broker down ${Math.round((Date.now() - downSince) / 1000)} s: ${retries} start-up retries, ${total} events published after`,
+  );
 });
 
 test('broker lost while publishing: rows back off on available_at with bounded attempts, then all are published', async () => {
@@ -59,11 +79,25 @@ test('broker lost while publishing: rows back off on available_at with bounded a
   await createTopic(topic2, 3);
   relay?.kill('SIGTERM');
   await relay?.exited;
-  relay = spawnPostbox(['relay'], { ...stack, DATABASE_URL: db.url, POSTBOX_TOPICS: `${topic2}:3`, POSTBOX_RELAY_THREADS: '1', LOG_LEVEL: 'warn' });
-  await waitFor('the relay to own its lanes', async () => (await db.sql`SELECT 1 FROM relay_lane WHERE lease_until > now()`).length === 16, 60_000);
+  relay = spawnPostbox(['relay'], {
+    ...stack,
+    DATABASE_URL: db.url,
+    POSTBOX_TOPICS: `${topic2}:3`,
+    POSTBOX_RELAY_THREADS: '1',
+    LOG_LEVEL: 'warn',
+  });
+  await waitFor(
+    'the relay to own its lanes',
+    async () => (await db.sql`SELECT 1 FROM relay_lane WHERE lease_until > now()`).length === 16,
+    60_000,
+  );
 
   process.kill(await kafkaPid(), 'SIGTERM');
-  await waitFor('kafka to stop', async () => !(await stackStatus()).services.find((s) => s.name === 'kafka')?.running, 60_000);
+  await waitFor(
+    'kafka to stop',
+    async () => !(await stackStatus()).services.find((s) => s.name === 'kafka')?.running,
+    60_000,
+  );
   const total = await writeEvents(db.sql, topic2, 20, 10, 200, 'lost');
   await new Promise((r) => setTimeout(r, 15_000));
   const [during] = await db.sql<{ max: number; errors: number }[]>`
@@ -72,17 +106,30 @@ test('broker lost while publishing: rows back off on available_at with bounded a
   // Full jitter from 500 ms doubling: about 5 attempts in 15 s; a tight loop would make hundreds.
   assert.ok(during!.max >= 1 && during!.max <= 15, `attempts while down: ${during!.max}`);
   assert.ok(during!.errors > 0, 'the error is recorded on the rows');
-  const [err] = await db.sql<{ last_error: string }[]>`SELECT last_error FROM message_outbox WHERE topic = ${topic2} AND last_error IS NOT NULL LIMIT 1`;
+  const [err] = await db.sql<
+    { last_error: string }[]
+  >`SELECT last_error FROM message_outbox WHERE topic = ${topic2} AND last_error IS NOT NULL LIMIT 1`;
   assert.match(err!.last_error, /^kafka_[a-z_]+ \((transient|unknown), attempt \d+\)/);
 
   await stackUp({ quiet: true });
-  await waitFor('all published', async () => {
-    const [r] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${topic2} AND status = 'published'`;
-    return r!.n === total;
-  }, 120_000, 500);
-  const [errors] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${topic2} AND last_error IS NOT NULL`;
+  await waitFor(
+    'all published',
+    async () => {
+      const [r] = await db.sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${topic2} AND status = 'published'`;
+      return r!.n === total;
+    },
+    120_000,
+    500,
+  );
+  const [errors] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${topic2} AND last_error IS NOT NULL`;
   assert.equal(errors!.n, 0, 'last_error cleared once published');
-  const check = checkTopic(await readTopic(topic2, (r) => new Set(r.map((x) => x.headers.ce_id)).size >= total, 60_000));
+  const check = checkTopic(
+    await readTopic(topic2, (r) => new Set(r.map((x) => x.headers.ce_id)).size >= total, 60_000),
+  );
   assert.equal(check.distinct, total);
   assert.deepEqual(check.outOfOrder, [], 'the lane pause kept per-aggregate order through the retries');
   console.log(`# broker lost mid-stream: max attempts ${during!.max} in 15 s, ${total} published after`);

@@ -45,12 +45,21 @@ test('kill -9 of a relay mid-batch: after the lease expires everything is publis
   );
   relay.kill('SIGKILL');
   await relay.exited;
-  const [atKill] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE status = 'publishing'`;
+  const [atKill] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE status = 'publishing'`;
   assert.ok(atKill!.n > 0, `rows were in flight at the kill (${JSON.stringify(inFlight)})`);
-  const [lease] = await db.sql<{ t: Date }[]>`SELECT min(lease_until) AS t FROM message_outbox WHERE status = 'publishing'`;
+  const [lease] = await db.sql<
+    { t: Date }[]
+  >`SELECT min(lease_until) AS t FROM message_outbox WHERE status = 'publishing'`;
 
   relay = spawnPostbox(['relay'], env);
-  await waitFor('everything published after the restart', async () => (await outboxCounts(db.sql)).published === total, 120_000, 500);
+  await waitFor(
+    'everything published after the restart',
+    async () => (await outboxCounts(db.sql)).published === total,
+    120_000,
+    500,
+  );
   assert.deepEqual(await outboxCounts(db.sql), { published: total });
   // The re-sent rows waited for the dead relay's leases: none was published again before the first lease ended.
   const early = await db.sql`SELECT 1 FROM message_outbox WHERE attempts > 1 AND published_at < ${lease!.t}`;
@@ -63,7 +72,9 @@ test('kill -9 of a relay mid-batch: after the lease expires everything is publis
   assert.deepEqual(check.outOfOrder, [], 'first deliveries in order per aggregate');
   const [reSent] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox WHERE attempts > 1`;
   assert.ok(reSent!.n <= atKill!.n, `re-sent rows ${reSent!.n} ≤ in flight ${atKill!.n}`);
-  console.log(`# kill -9: in flight at kill ${atKill!.n}, re-sent ${reSent!.n}, duplicates on topic ${check.duplicates}`);
+  console.log(
+    `# kill -9: in flight at kill ${atKill!.n}, re-sent ${reSent!.n}, duplicates on topic ${check.duplicates}`,
+  );
   relay.kill('SIGTERM');
   assert.equal(await relay.exited, 0);
   relay = null;

@@ -23,14 +23,25 @@ after(async () => {
   await db.drop();
 });
 
-test('rows behind a lane head that waits (backoff, or a live lease) are not published before it', { timeout: 90_000 }, async () => {
-  const events = [1, 2, 3].flatMap((v) => ['lh-1', 'lh-2'].map((a) => ({ event_type: 'LaneHead', aggregate_id: a, aggregate_version: v, data: { v } })));
+test('rows behind a lane head that waits (backoff, or a live lease) are not published before it', {
+  timeout: 90_000,
+}, async () => {
+  const events = [1, 2, 3].flatMap((v) =>
+    ['lh-1', 'lh-2'].map((a) => ({ event_type: 'LaneHead', aggregate_id: a, aggregate_version: v, data: { v } })),
+  );
   await db.sql.begin((tx) => enqueueMany(tx, events, { topic, producer: 'lane-head-test' }));
   // lh-1 v1 waits out a backoff; lh-2 v1 is leased by a claim its relay never heard back from.
   await db.sql`UPDATE message_outbox SET available_at = now() + interval '4 seconds' WHERE aggregate_id = 'lh-1' AND aggregate_version = 1`;
   await db.sql`UPDATE message_outbox SET status = 'publishing', lease_until = now() + interval '4 seconds', lease_owner = 'lost-reply'
                WHERE aggregate_id = 'lh-2' AND aggregate_version = 1`;
-  relay = spawnPostbox(['relay'], { ...stack, DATABASE_URL: db.url, POSTBOX_TOPICS: `${topic}:1`, POSTBOX_RELAY_THREADS: '0', POSTBOX_RELAY_POLL_MS: '100', LOG_LEVEL: 'warn' });
+  relay = spawnPostbox(['relay'], {
+    ...stack,
+    DATABASE_URL: db.url,
+    POSTBOX_TOPICS: `${topic}:1`,
+    POSTBOX_RELAY_THREADS: '0',
+    POSTBOX_RELAY_POLL_MS: '100',
+    LOG_LEVEL: 'warn',
+  });
   const records = await readTopic(topic, (r) => r.length >= events.length, 60_000);
   const order = (a: string) => records.filter((r) => r.key === a).map((r) => Number(r.headers.ce_aggregateversion));
   assert.deepEqual(order('lh-1'), [1, 2, 3], 'behind a backoff');

@@ -25,8 +25,16 @@ after(async () => {
   await proxy?.close();
 });
 
-test('a publisher whose first connect hit a hung broker publishes once the broker answers', { timeout: 90_000 }, async () => {
-  const publisher = new KafkaPublisher({ brokers: [proxy.address], clientId: 'postbox-test-hung', connectionTimeoutMs: 1000, requestTimeoutMs: 1000, ackTimeoutMs: 2000 });
+test('a publisher whose first connect hit a hung broker publishes once the broker answers', {
+  timeout: 90_000,
+}, async () => {
+  const publisher = new KafkaPublisher({
+    brokers: [proxy.address],
+    clientId: 'postbox-test-hung',
+    connectionTimeoutMs: 1000,
+    requestTimeoutMs: 1000,
+    ackTimeoutMs: 2000,
+  });
   const message = (i: number) => ({ topic, key: 'hung', value: Buffer.from(`m${i}`), headers: { ce_id: `hung-${i}` } });
   try {
     proxy.setMode('blackhole');
@@ -48,7 +56,11 @@ test('a publisher whose first connect hit a hung broker publishes once the broke
     assert.ok(sent?.ok, `the broker answers again, yet every send failed: ${errors.join(' | ')}`);
     const { offset } = sent.confirmation;
     const records = await readTopic(topic, (r) => r.some((x) => x.offset === offset), 30_000);
-    assert.equal(records.find((r) => r.offset === offset)?.value.toString(), value, 'the confirmed record is on the topic at its offset');
+    assert.equal(
+      records.find((r) => r.offset === offset)?.value.toString(),
+      value,
+      'the confirmed record is on the topic at its offset',
+    );
   } finally {
     await publisher.close();
   }

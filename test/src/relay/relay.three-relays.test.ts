@@ -31,11 +31,15 @@ test('10,000 events over 200 aggregates through three relay processes: all on th
   };
   for (let i = 0; i < 3; i++) relays.push(spawnPostbox(['relay'], env));
   // The three relays share the lanes between them before and while the events arrive.
-  const owners = await waitFor('three relays to own lanes', async () => {
-    const rows = await db.sql<{ owners: number; lanes: number }[]>`
+  const owners = await waitFor(
+    'three relays to own lanes',
+    async () => {
+      const rows = await db.sql<{ owners: number; lanes: number }[]>`
       SELECT count(DISTINCT owner)::int AS owners, count(owner)::int AS lanes FROM relay_lane WHERE lease_until > now()`;
-    return rows[0]!.owners === 3 && rows[0]!.lanes === 16 ? rows[0] : undefined;
-  }, 60_000);
+      return rows[0]!.owners === 3 && rows[0]!.lanes === 16 ? rows[0] : undefined;
+    },
+    60_000,
+  );
   assert.equal(owners.owners, 3);
 
   const written = await writeEvents(db.sql, topic, 200, 50, 250);

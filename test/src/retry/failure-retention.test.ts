@@ -26,7 +26,11 @@ async function failure(daysAgo: number): Promise<number> {
 }
 
 async function cli(...args: string[]): Promise<string> {
-  const run = spawnPostbox(['failures', ...args], { DATABASE_URL: db.url, REDIS_URL: stack.REDIS_URL, KAFKA_BROKERS: stack.KAFKA_BROKERS });
+  const run = spawnPostbox(['failures', ...args], {
+    DATABASE_URL: db.url,
+    REDIS_URL: stack.REDIS_URL,
+    KAFKA_BROKERS: stack.KAFKA_BROKERS,
+  });
   assert.equal(await run.exited, 0, run.output());
   return run.output();
 }
@@ -35,10 +39,20 @@ test('payload retention removes old payloads, keeps the rows, and a purged failu
   const old = await failure(40);
   const recent = await failure(2);
   assert.match(await cli('purge', '--older-than-days', '30'), /purged the payload of 1 failure\(s\)/);
-  const rows = await db.sql<{ failure_id: number; payload: Buffer | null; headers: unknown; purged: boolean; error_detail: string }[]>`
+  const rows = await db.sql<
+    { failure_id: number; payload: Buffer | null; headers: unknown; purged: boolean; error_detail: string }[]
+  >`
     SELECT failure_id::int, payload, headers, payload_purged_at IS NOT NULL AS purged, error_detail FROM message_failure ORDER BY failure_id`;
   const byId = new Map(rows.map((r) => [r.failure_id, r]));
-  assert.deepEqual({ payload: byId.get(old)!.payload, headers: byId.get(old)!.headers, purged: byId.get(old)!.purged, detail: byId.get(old)!.error_detail }, { payload: null, headers: null, purged: true, detail: 'boom' });
+  assert.deepEqual(
+    {
+      payload: byId.get(old)!.payload,
+      headers: byId.get(old)!.headers,
+      purged: byId.get(old)!.purged,
+      detail: byId.get(old)!.error_detail,
+    },
+    { payload: null, headers: null, purged: true, detail: 'boom' },
+  );
   assert.equal(byId.get(recent)!.payload?.toString(), '{"card":"4111"}');
   assert.equal(byId.get(recent)!.purged, false);
   const dry = await cli('replay', '--id', String(old), '--reason', 'try', '--dry-run');

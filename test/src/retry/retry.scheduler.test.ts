@@ -28,8 +28,17 @@ async function ledger(count: number, delayMs: number): Promise<RetryJob[]> {
   for (let i = 0; i < count; i++) {
     const eventId = newEventId();
     const dueAt = await scheduleRetry(db.sql, {
-      consumer: 'c1', eventId, aggregateId: `a-${i}`, aggregateVersion: 1, topic: 't', record: { offset: String(i) },
-      attempt: 2, delayMs, deadline: null, errorCode: 'error', error: 'downstream 503',
+      consumer: 'c1',
+      eventId,
+      aggregateId: `a-${i}`,
+      aggregateVersion: 1,
+      topic: 't',
+      record: { offset: String(i) },
+      attempt: 2,
+      delayMs,
+      deadline: null,
+      errorCode: 'error',
+      error: 'downstream 503',
     });
     jobs.push({ consumer: 'c1', eventId, attempt: 2, dueAt: dueAt.getTime() });
   }
@@ -49,7 +58,11 @@ test('scheduled retries survive a Redis crash (AOF everysec), and a flushed Redi
   const redis = (await stackStatus()).services.find((s) => s.name === 'redis');
   assert.ok(redis?.running && redis.pid);
   process.kill(redis.pid, 'SIGKILL');
-  await waitFor('redis to die', async () => !(await stackStatus()).services.find((s) => s.name === 'redis')?.running, 20_000);
+  await waitFor(
+    'redis to die',
+    async () => !(await stackStatus()).services.find((s) => s.name === 'redis')?.running,
+    20_000,
+  );
   await stackUp({ quiet: true });
 
   const after1 = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: 'c1', queueName });
@@ -64,7 +77,10 @@ test('scheduled retries survive a Redis crash (AOF everysec), and a flushed Redi
   await raw.quit();
   for (const job of jobs) assert.equal(await after1.has(job), false);
   const rebuilt = await reconcileLedger(db.sql, after1, { pageSize: 7 });
-  assert.deepEqual({ checked: rebuilt.checked, reenqueued: rebuilt.reenqueued, examples: rebuilt.examples.length }, { checked: 50, reenqueued: 50, examples: 5 });
+  assert.deepEqual(
+    { checked: rebuilt.checked, reenqueued: rebuilt.reenqueued, examples: rebuilt.examples.length },
+    { checked: 50, reenqueued: 50, examples: 5 },
+  );
 
   // And the rebuilt jobs fire, each once, no earlier than the ledger's due time.
   const fired = new Map<string, number>();
@@ -74,7 +90,9 @@ test('scheduled retries survive a Redis crash (AOF everysec), and a flushed Redi
   await waitFor('every job to fire', async () => fired.size === 50, 30_000);
   await new Promise((r) => setTimeout(r, 500));
   assert.deepEqual([...new Set(fired.values())], [1]);
-  const [early] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_retry WHERE next_attempt_at > now()`;
+  const [early] = await db.sql<
+    { n: number }[]
+  >`SELECT count(*)::int AS n FROM message_retry WHERE next_attempt_at > now()`;
   assert.equal(early!.n, 0, 'no job fired before its ledger row was due');
   await after1.close();
 });

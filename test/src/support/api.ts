@@ -1,5 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { apiToken, createApiResources, readConfig, startControlPlane, type ApiConfig, type ApiResources, type ControlPlane, type Scope } from '@postbox/api';
+import {
+  apiToken,
+  createApiResources,
+  readConfig,
+  startControlPlane,
+  type ApiConfig,
+  type ApiResources,
+  type ControlPlane,
+  type Scope,
+} from '@postbox/api';
 import { stack } from './stack.ts';
 
 export type Role = 'viewer' | 'operator' | 'admin' | 'payload';
@@ -20,11 +29,21 @@ export interface GqlResponse<T> {
   errors?: Array<{ message: string; extensions?: { code?: string; [k: string]: unknown } }>;
 }
 
-const ROLE_SCOPES: Record<Role, Scope[]> = { viewer: ['viewer'], operator: ['operator'], admin: ['admin'], payload: ['viewer', 'payload'] };
+const ROLE_SCOPES: Record<Role, Scope[]> = {
+  viewer: ['viewer'],
+  operator: ['operator'],
+  admin: ['admin'],
+  payload: ['viewer', 'payload'],
+};
 
 /** The control plane on a random port over a test's database, with one token per role; a real HTTP client. */
-export async function startTestApi(databaseUrl: string, options: { production?: boolean; topics?: string; redisUrl?: string; kafkaBrokers?: string } = {}): Promise<TestApi> {
-  const tokens = Object.fromEntries((Object.keys(ROLE_SCOPES) as Role[]).map((r) => [r, `${r}-${randomBytes(16).toString('hex')}`])) as Record<Role, string>;
+export async function startTestApi(
+  databaseUrl: string,
+  options: { production?: boolean; topics?: string; redisUrl?: string; kafkaBrokers?: string } = {},
+): Promise<TestApi> {
+  const tokens = Object.fromEntries(
+    (Object.keys(ROLE_SCOPES) as Role[]).map((r) => [r, `${r}-${randomBytes(16).toString('hex')}`]),
+  ) as Record<Role, string>;
   const config: ApiConfig = {
     host: '127.0.0.1',
     port: 0,
@@ -34,7 +53,14 @@ export async function startTestApi(databaseUrl: string, options: { production?: 
     maxBodyBytes: 65_536,
   };
   const resources = createApiResources(
-    readConfig({ DATABASE_URL: databaseUrl, REDIS_URL: options.redisUrl ?? stack.REDIS_URL, KAFKA_BROKERS: options.kafkaBrokers ?? stack.KAFKA_BROKERS }, { POSTBOX_TOPICS: options.topics ?? 'api.unused:1' }),
+    readConfig(
+      {
+        DATABASE_URL: databaseUrl,
+        REDIS_URL: options.redisUrl ?? stack.REDIS_URL,
+        KAFKA_BROKERS: options.kafkaBrokers ?? stack.KAFKA_BROKERS,
+      },
+      { POSTBOX_TOPICS: options.topics ?? 'api.unused:1' },
+    ),
   );
   let plane: ControlPlane;
   try {
@@ -46,7 +72,12 @@ export async function startTestApi(databaseUrl: string, options: { production?: 
   const post = async (body: string, token?: string | null, headers: Record<string, string> = {}) => {
     const res = await fetch(plane.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/graphql-response+json, application/json',
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...headers,
+      },
       body,
     });
     const text = await res.text();

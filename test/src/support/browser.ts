@@ -8,7 +8,14 @@ export const CHROMIUM = '/usr/bin/chromium';
 
 // Headless as root needs --no-sandbox; the rest keep the browser from calling home, so every request a test
 // sees is one its page made.
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 export interface TestBrowser {
   /** A browser context on a fresh profile: no cookies, storage or cache from any earlier run. */
@@ -21,7 +28,9 @@ export interface TestBrowser {
  * Headless Chromium on a profile directory of its own. Playwright refuses `--user-data-dir` among the
  * arguments of `launch()`, so the profile is given to `launchPersistentContext`, which is the same flag.
  */
-export async function launchBrowser(options: { viewport?: { width: number; height: number } } = {}): Promise<TestBrowser> {
+export async function launchBrowser(
+  options: { viewport?: { width: number; height: number } } = {},
+): Promise<TestBrowser> {
   const profile = await mkdtemp(join(tmpdir(), 'postbox-chromium-'));
   let context: BrowserContext;
   try {

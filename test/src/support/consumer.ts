@@ -9,7 +9,8 @@ import { stack } from './stack.ts';
 export const RECORDING_HANDLER = new URL('../consumer/fixtures/recording-handler.ts', import.meta.url);
 export const TEST_CONSUMER_MODULE = fileURLToPath(new URL('../consumer/fixtures/test-consumer.ts', import.meta.url));
 
-const kafka = () => new Kafka({ clientId: 'postbox-test-producer', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
+const kafka = () =>
+  new Kafka({ clientId: 'postbox-test-producer', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
 
 export interface RawRecord {
   key: string | null;
@@ -50,11 +51,17 @@ export function ceRecord(e: TestEvent): RawRecord {
 
 /** Produces records straight to Kafka (murmur2 by key, like the relay), in the order given, acks = all. */
 export async function produce(topic: string, records: RawRecord[], chunk = 500): Promise<void> {
-  const producer = kafka().producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true, maxInFlightRequests: 1 });
+  const producer = kafka().producer({
+    createPartitioner: Partitioners.DefaultPartitioner,
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
   await producer.connect();
   try {
     for (let i = 0; i < records.length; i += chunk) {
-      const messages: Message[] = records.slice(i, i + chunk).map((r) => ({ key: r.key, value: r.value, headers: r.headers }));
+      const messages: Message[] = records
+        .slice(i, i + chunk)
+        .map((r) => ({ key: r.key, value: r.value, headers: r.headers }));
       await producer.send({ topic, acks: -1, messages });
     }
   } finally {
@@ -82,7 +89,11 @@ export async function appliedSequences(sql: Sql, consumer: string): Promise<Map<
 }
 
 /** A consumer in this process, with a real piscina pool (threads > 0) or inline. */
-export async function startTestConsumer(databaseUrl: string, input: ConsumerInput, options: { inline?: boolean; subscriber?: Partial<KafkaSubscriberOptions> } = {}): Promise<Consumer> {
+export async function startTestConsumer(
+  databaseUrl: string,
+  input: ConsumerInput,
+  options: { inline?: boolean; subscriber?: Partial<KafkaSubscriberOptions> } = {},
+): Promise<Consumer> {
   const definition = defineConsumer(input);
   const subscriber = new KafkaSubscriber({
     brokers: stack.KAFKA_BROKERS.split(','),
@@ -92,7 +103,9 @@ export async function startTestConsumer(databaseUrl: string, input: ConsumerInpu
     fromBeginning: definition.fromBeginning,
     ...options.subscriber,
   });
-  const executor = options.inline ? inlineConsumeExecutor(definition, databaseUrl) : createConsumePool({ databaseUrl, definition });
+  const executor = options.inline
+    ? inlineConsumeExecutor(definition, databaseUrl)
+    : createConsumePool({ databaseUrl, definition });
   const consumer = new Consumer({ definition, subscriber, executor, lagIntervalMs: 1000 });
   await consumer.start();
   return consumer;
@@ -125,7 +138,7 @@ export async function committedOffsets(groupId: string, topic: string): Promise<
 export function shuffle<T>(items: T[], seed: number): T[] {
   const out = [...items];
   let s = seed >>> 0 || 1;
-  const rnd = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  const rnd = () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(rnd() * (i + 1));
     [out[i], out[j]] = [out[j]!, out[i]!];

@@ -2,11 +2,23 @@ import { enqueueMany, type EventInput, type Sql } from '@postbox/engine';
 import type { ReadRecord } from './kafka.ts';
 
 /** Writes `perAggregate` versions for each of `aggregates` aggregates, interleaved, in transactions of `chunk`. */
-export async function writeEvents(sql: Sql, topic: string, aggregates: number, perAggregate: number, chunk = 500, prefix = 'agg'): Promise<number> {
+export async function writeEvents(
+  sql: Sql,
+  topic: string,
+  aggregates: number,
+  perAggregate: number,
+  chunk = 500,
+  prefix = 'agg',
+): Promise<number> {
   const all: EventInput[] = [];
   for (let v = 1; v <= perAggregate; v++) {
     for (let a = 0; a < aggregates; a++) {
-      all.push({ event_type: 'TestEvent', aggregate_id: `${prefix}-${a}`, aggregate_version: v, data: { a, v, pad: 'x'.repeat(200) } });
+      all.push({
+        event_type: 'TestEvent',
+        aggregate_id: `${prefix}-${a}`,
+        aggregate_version: v,
+        data: { a, v, pad: 'x'.repeat(200) },
+      });
     }
   }
   for (let i = 0; i < all.length; i += chunk) {

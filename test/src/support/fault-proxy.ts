@@ -124,7 +124,16 @@ export class FaultProxy {
       return;
     }
     const server = net.connect(this.#options.upstream);
-    const pipe: Pipe = { client, server, up: Buffer.alloc(0), down: Buffer.alloc(0), produce: new Set(), upQueue: Promise.resolve(), downQueue: Promise.resolve(), dead: false };
+    const pipe: Pipe = {
+      client,
+      server,
+      up: Buffer.alloc(0),
+      down: Buffer.alloc(0),
+      produce: new Set(),
+      upQueue: Promise.resolve(),
+      downQueue: Promise.resolve(),
+      dead: false,
+    };
     this.#pipes.add(pipe);
     const blackhole = this.#mode === 'blackhole';
     client.on('data', (chunk: Buffer) => {

@@ -6,7 +6,8 @@ import { stack } from './stack.ts';
  * An independent Kafka client for assertions: plain kafkajs, none of Postbox's code, so a test reads what is
  * really on the topic.
  */
-const kafka = () => new Kafka({ clientId: 'postbox-test-reader', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
+const kafka = () =>
+  new Kafka({ clientId: 'postbox-test-reader', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
 
 export function uniqueTopic(prefix = 'test'): string {
   return `${prefix}.${randomBytes(5).toString('hex')}`;
@@ -16,7 +17,10 @@ export async function createTopic(topic: string, partitions: number): Promise<vo
   const admin = kafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }] });
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
+    });
   } finally {
     await admin.disconnect();
   }
@@ -34,7 +38,11 @@ export interface ReadRecord {
  * Reads a topic from the beginning until `until(records)` holds or `timeoutMs` passes, then returns everything
  * read. Records come back in partition/offset order.
  */
-export async function readTopic(topic: string, until: (records: ReadRecord[]) => boolean, timeoutMs = 60_000): Promise<ReadRecord[]> {
+export async function readTopic(
+  topic: string,
+  until: (records: ReadRecord[]) => boolean,
+  timeoutMs = 60_000,
+): Promise<ReadRecord[]> {
   const consumer = kafka().consumer({ groupId: `reader-${randomBytes(5).toString('hex')}`, maxWaitTimeInMs: 200 });
   const records: ReadRecord[] = [];
   await consumer.connect();
@@ -45,7 +53,13 @@ export async function readTopic(topic: string, until: (records: ReadRecord[]) =>
     autoCommit: false,
     eachBatch: async ({ batch }) => {
       for (const m of batch.messages) {
-        records.push({ partition: batch.partition, offset: m.offset, key: m.key?.toString() ?? '', value: m.value ?? Buffer.alloc(0), headers: headersOf(m.headers) });
+        records.push({
+          partition: batch.partition,
+          offset: m.offset,
+          key: m.key?.toString() ?? '',
+          value: m.value ?? Buffer.alloc(0),
+          headers: headersOf(m.headers),
+        });
       }
       if (until(records)) done();
     },
@@ -59,6 +73,7 @@ export async function readTopic(topic: string, until: (records: ReadRecord[]) =>
 
 function headersOf(headers: IHeaders | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers ?? {})) if (v !== undefined) out[k] = Array.isArray(v) ? String(v[0]) : String(v);
+  for (const [k, v] of Object.entries(headers ?? {}))
+    if (v !== undefined) out[k] = Array.isArray(v) ? String(v[0]) : String(v);
   return out;
 }

@@ -77,30 +77,63 @@ export class Pipeline {
 
   /** A writer process; WRITER_* variables tune it (fixtures/writer.ts). */
   writer(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnScript(WRITER, [], this.env({ WRITER_TOPIC: this.o.topic, WRITER_PREFIX: this.o.consumer, ...extra })));
+    return this.#track(
+      spawnScript(WRITER, [], this.env({ WRITER_TOPIC: this.o.topic, WRITER_PREFIX: this.o.consumer, ...extra })),
+    );
   }
 
   relay(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnPostbox(['relay'], this.env(extra, {
-      POSTBOX_RELAY_THREADS: '0', POSTBOX_RELAY_BATCH_SIZE: '100', POSTBOX_RELAY_LEASE_MS: '3000', POSTBOX_RELAY_LANE_LEASE_MS: '2000', POSTBOX_RELAY_POLL_MS: '250',
-    })));
+    return this.#track(
+      spawnPostbox(
+        ['relay'],
+        this.env(extra, {
+          POSTBOX_RELAY_THREADS: '0',
+          POSTBOX_RELAY_BATCH_SIZE: '100',
+          POSTBOX_RELAY_LEASE_MS: '3000',
+          POSTBOX_RELAY_LANE_LEASE_MS: '2000',
+          POSTBOX_RELAY_POLL_MS: '250',
+        }),
+      ),
+    );
   }
 
   consumer(extra: Record<string, string> = {}): RoleProcess {
-    return this.#track(spawnPostbox(['consume', TEST_CONSUMER_MODULE, '--progress', '10000'], this.env(extra, {
-      TEST_TOPIC: this.o.topic,
-      TEST_CONSUMER: this.o.consumer,
-      TEST_LIMITS: JSON.stringify({ threads: 1, maxBatchEvents: 50 }),
-      TEST_RETRY: JSON.stringify({ maxAttempts: 2, baseMs: 200, capMs: 500 }),
-      POSTBOX_RETRY_RECONCILE_MS: '2000',
-      POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000',
-      POSTBOX_KAFKA_HEARTBEAT_MS: '1000',
-    })));
+    return this.#track(
+      spawnPostbox(
+        ['consume', TEST_CONSUMER_MODULE, '--progress', '10000'],
+        this.env(extra, {
+          TEST_TOPIC: this.o.topic,
+          TEST_CONSUMER: this.o.consumer,
+          TEST_LIMITS: JSON.stringify({ threads: 1, maxBatchEvents: 50 }),
+          TEST_RETRY: JSON.stringify({ maxAttempts: 2, baseMs: 200, capMs: 500 }),
+          POSTBOX_RETRY_RECONCILE_MS: '2000',
+          POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000',
+          POSTBOX_KAFKA_HEARTBEAT_MS: '1000',
+        }),
+      ),
+    );
   }
 
   /** `postbox failures replay` of this consumer's open failures. */
   replay(extra: Record<string, string> = {}, args: string[] = []): RoleProcess {
-    return this.#track(spawnPostbox(['failures', 'replay', '--consumer', this.o.consumer, '--reason', 'fault test: downstream fixed', '--actor', 'fault-test', '--rate', '200', ...args], this.env(extra)));
+    return this.#track(
+      spawnPostbox(
+        [
+          'failures',
+          'replay',
+          '--consumer',
+          this.o.consumer,
+          '--reason',
+          'fault test: downstream fixed',
+          '--actor',
+          'fault-test',
+          '--rate',
+          '200',
+          ...args,
+        ],
+        this.env(extra),
+      ),
+    );
   }
 
   verify(options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
@@ -129,7 +162,8 @@ export class Pipeline {
     const processes = [...this.processes];
     const dead = processes.filter((p) => !alive(p));
     if (dead.length > 0) lines.push(`${dead.length} process(es) ended earlier (killed at failpoints, or stopped)`);
-    for (const p of processes.filter(alive)) lines.push(`--- ${p.child.spawnargs.slice(2).join(' ')} (pid ${p.child.pid}, alive):\n${digest(p.output())}`);
+    for (const p of processes.filter(alive))
+      lines.push(`--- ${p.child.spawnargs.slice(2).join(' ')} (pid ${p.child.pid}, alive):\n${digest(p.output())}`);
     return lines.join('\n');
   }
 
@@ -158,7 +192,10 @@ export async function stopGracefully(p: RoleProcess, what: string, ready?: strin
   if (ready) await waitFor(`${what} to be ready`, async () => p.output().includes(ready) || !alive(p), 60_000, 100);
   p.kill('SIGTERM');
   const code = await p.exited;
-  if (code !== 0) throw new Error(`${what} did not stop cleanly (exit ${code}, signal ${p.child.signalCode}):\n${p.output().slice(-3000)}`);
+  if (code !== 0)
+    throw new Error(
+      `${what} did not stop cleanly (exit ${code}, signal ${p.child.signalCode}):\n${p.output().slice(-3000)}`,
+    );
 }
 
 export interface ScenarioSummary {
@@ -173,14 +210,17 @@ export interface ScenarioSummary {
 export function recordScenario(s: ScenarioSummary): void {
   const t = totals(s.report);
   const line = { scenario: s.scenario, iterations: s.iterations, ...t, ok: s.report.ok };
-  console.log(`# fault ${s.scenario}: ${s.iterations} iterations, ${t.events} events, ${t.lost} lost, ${t.appliedTwice} applied twice, ${t.reordered} reordered, ${t.duplicatesAbsorbed} duplicates absorbed, ${s.report.log.duplicates} duplicate sends`);
+  console.log(
+    `# fault ${s.scenario}: ${s.iterations} iterations, ${t.events} events, ${t.lost} lost, ${t.appliedTwice} applied twice, ${t.reordered} reordered, ${t.duplicatesAbsorbed} duplicates absorbed, ${s.report.log.duplicates} duplicate sends`,
+  );
   if (process.env.POSTBOX_FAULT_SUMMARY) appendFileSync(process.env.POSTBOX_FAULT_SUMMARY, `${JSON.stringify(line)}\n`);
 }
 
 /** POSTBOX_FAULT_ITERATIONS (default 20): iterations per failpoint and per repeated fault. */
 export function faultIterations(fallback = 20): number {
   const n = Number(process.env.POSTBOX_FAULT_ITERATIONS ?? fallback);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`POSTBOX_FAULT_ITERATIONS must be an integer ≥ 1, got ${process.env.POSTBOX_FAULT_ITERATIONS}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`POSTBOX_FAULT_ITERATIONS must be an integer ≥ 1, got ${process.env.POSTBOX_FAULT_ITERATIONS}`);
   return n;
 }
 

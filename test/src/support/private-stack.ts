@@ -73,7 +73,16 @@ export async function freePort(): Promise<number> {
 export async function startPrivateStack(options: PrivateStackOptions): Promise<PrivateStack> {
   const home = path.join(os.tmpdir(), `postbox-faults-${randomBytes(4).toString('hex')}`);
   await fs.mkdir(home, { recursive: true });
-  const stack: PrivateStack = { home, kafka: null, postgres: null, redis: null, proxies: {}, urls: {}, direct: {}, stop: () => stopStack(stack) };
+  const stack: PrivateStack = {
+    home,
+    kafka: null,
+    postgres: null,
+    redis: null,
+    proxies: {},
+    urls: {},
+    direct: {},
+    stop: () => stopStack(stack),
+  };
   running.add(stack);
   try {
     const starts: Promise<void>[] = [];
@@ -112,7 +121,11 @@ async function startKafka(stack: PrivateStack, o: NonNullable<PrivateStackOption
   }
   // Consumers restarted after a kill rejoin as soon as the dead member's (short) session ends.
   const properties = `group.min.session.timeout.ms=1000\n${o.properties ?? ''}`;
-  stack.kafka = privateKafka(path.join(stack.home, 'k'), { broker, controller, ...(advertised ? { advertised } : {}) }, properties);
+  stack.kafka = privateKafka(
+    path.join(stack.home, 'k'),
+    { broker, controller, ...(advertised ? { advertised } : {}) },
+    properties,
+  );
   await restart(stack.kafka);
   stack.urls.KAFKA_BROKERS = stack.kafka.url;
   stack.direct.KAFKA_BROKERS = `127.0.0.1:${broker}`;
@@ -124,8 +137,11 @@ async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOpt
   if (o.tmpfsMb) {
     const dir = path.join(home, 'pg');
     await fs.mkdir(dir, { recursive: true });
-    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${o.tmpfsMb}m,mode=0755`, 'tmpfs', dir], { encoding: 'utf8' });
-    if (mount.status !== 0) throw new Error(`could not mount a ${o.tmpfsMb} MiB tmpfs on ${dir}: ${mount.stderr.trim()}`);
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${o.tmpfsMb}m,mode=0755`, 'tmpfs', dir], {
+      encoding: 'utf8',
+    });
+    if (mount.status !== 0)
+      throw new Error(`could not mount a ${o.tmpfsMb} MiB tmpfs on ${dir}: ${mount.stderr.trim()}`);
     mounts.add(dir);
   }
   stack.postgres = privatePostgres(home, port, o.settings ?? []);
@@ -180,15 +196,31 @@ async function stopStack(stack: PrivateStack): Promise<void> {
     mounts.delete(dir);
   }
   await fs.rm(stack.home, { recursive: true, force: true });
-  if (errors.length > 0) throw new Error(`stopping the private stack in ${stack.home}: ${errors.map((e) => (e as Error).message).join('; ')}`, { cause: errors[0] });
+  if (errors.length > 0)
+    throw new Error(
+      `stopping the private stack in ${stack.home}: ${errors.map((e) => (e as Error).message).join('; ')}`,
+      { cause: errors[0] },
+    );
 }
 
 /** Creates a topic on the stack's broker (through its proxy, if any). */
-export async function createPrivateTopic(stack: PrivateStack, topic: string, partitions: number, configEntries: Array<{ name: string; value: string }> = []): Promise<void> {
-  const admin = new Kafka({ clientId: 'postbox-test-admin', brokers: [stack.urls.KAFKA_BROKERS!], logLevel: logLevel.NOTHING }).admin();
+export async function createPrivateTopic(
+  stack: PrivateStack,
+  topic: string,
+  partitions: number,
+  configEntries: Array<{ name: string; value: string }> = [],
+): Promise<void> {
+  const admin = new Kafka({
+    clientId: 'postbox-test-admin',
+    brokers: [stack.urls.KAFKA_BROKERS!],
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await admin.connect();
   try {
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: 1, configEntries }] });
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: partitions, replicationFactor: 1, configEntries }],
+    });
   } finally {
     await admin.disconnect();
   }

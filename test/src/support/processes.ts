@@ -18,7 +18,10 @@ export function spawnPostbox(args: string[], env: Record<string, string>): RoleP
 
 /** Runs a script (a .ts file) as a real process on the same Node, with the given environment added. */
 export function spawnScript(file: string, args: string[], env: Record<string, string>): RoleProcess {
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', file, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', file, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -26,7 +29,12 @@ export function spawnScript(file: string, args: string[], env: Record<string, st
   return { child, output: () => out, exited, kill: (s) => child.kill(s) };
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false>,
+  timeoutMs = 60_000,
+  everyMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

@@ -14,6 +14,8 @@ export async function startTestRelay(sql: Sql, options: Partial<RelayOptions> = 
 
 /** Outbox rows by status. */
 export async function outboxCounts(sql: Sql): Promise<Record<string, number>> {
-  const rows = await sql<{ status: string; n: number }[]>`SELECT status, count(*)::int AS n FROM message_outbox GROUP BY status`;
+  const rows = await sql<
+    { status: string; n: number }[]
+  >`SELECT status, count(*)::int AS n FROM message_outbox GROUP BY status`;
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

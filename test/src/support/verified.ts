@@ -11,16 +11,27 @@ import { formatReport, verify, type CheckOptions, type VerifyReport } from '@pos
 
 export const TEST_EFFECTS = {
   kind: 'log' as const,
-  query: 'SELECT event_id, aggregate_id, version AS aggregate_version FROM test_applied WHERE consumer = $1 ORDER BY seq',
+  query:
+    'SELECT event_id, aggregate_id, version AS aggregate_version FROM test_applied WHERE consumer = $1 ORDER BY seq',
 };
 
 /** The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied). */
-export async function verifyTestConsumer(sql: Sql, brokers: string, consumer: string, topics: string[], options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
+export async function verifyTestConsumer(
+  sql: Sql,
+  brokers: string,
+  consumer: string,
+  topics: string[],
+  options: Partial<CheckOptions> = {},
+): Promise<VerifyReport> {
   const kafka = { brokers: brokers.split(','), clientId: 'postbox-test-verify' };
   const reader = new KafkaTopicReader({ ...kafka, timeoutMs: 60_000 });
   const offsets = new KafkaOffsets(kafka);
   try {
-    return await verify({ sql, reader, offsets }, [{ name: consumer, groupId: `postbox.${consumer}`, topics, effects: TEST_EFFECTS }], options);
+    return await verify(
+      { sql, reader, offsets },
+      [{ name: consumer, groupId: `postbox.${consumer}`, topics, effects: TEST_EFFECTS }],
+      options,
+    );
   } finally {
     await offsets.close();
     await reader.close();
@@ -47,7 +58,10 @@ export async function settle(verify: () => Promise<VerifyReport>, timeoutMs: num
       lastError = cause;
     }
     if (Date.now() > deadline) {
-      throw new Error(`not settled within ${timeoutMs} ms:\n${last ? formatReport(last) : ''}${lastError ? `\nlast error: ${(lastError as Error).message}` : ''}`, { cause: lastError ?? undefined });
+      throw new Error(
+        `not settled within ${timeoutMs} ms:\n${last ? formatReport(last) : ''}${lastError ? `\nlast error: ${(lastError as Error).message}` : ''}`,
+        { cause: lastError ?? undefined },
+      );
     }
     await sleep(2000);
   }

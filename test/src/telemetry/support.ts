@@ -38,23 +38,57 @@ export async function createAppliedTable(sql: Sql): Promise<void> {
 /** A relay on this thread (inline executor), so its spans reach this process's exporter. */
 export async function startInlineRelay(sql: Sql, log: Logger, options: Partial<RelayOptions> = {}): Promise<Relay> {
   const resolved = resolveRelayOptions({ pollMs: 200, ...options });
-  const publisher = new KafkaPublisher({ brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-telemetry-test-relay' });
-  const relay = new Relay({ sql, executor: inlineExecutor({ sql, publisher, options: resolved }), options: resolved, log });
+  const publisher = new KafkaPublisher({
+    brokers: stack.KAFKA_BROKERS.split(','),
+    clientId: 'postbox-telemetry-test-relay',
+  });
+  const relay = new Relay({
+    sql,
+    executor: inlineExecutor({ sql, publisher, options: resolved }),
+    options: resolved,
+    log,
+  });
   await relay.start();
   return relay;
 }
 
 /** A consumer on this thread, with durable retries (the stack's Redis) when `durable`. */
-export async function startInlineConsumer(databaseUrl: string, input: ConsumerInput, log: Logger, durable = false): Promise<{ consumer: Consumer; stop: () => Promise<void> }> {
+export async function startInlineConsumer(
+  databaseUrl: string,
+  input: ConsumerInput,
+  log: Logger,
+  durable = false,
+): Promise<{ consumer: Consumer; stop: () => Promise<void> }> {
   const definition = defineConsumer(input);
   const subscriber = new KafkaSubscriber({
-    brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-telemetry-test-consumer', groupId: definition.groupId, topics: definition.topics, fromBeginning: true,
+    brokers: stack.KAFKA_BROKERS.split(','),
+    clientId: 'postbox-telemetry-test-consumer',
+    groupId: definition.groupId,
+    topics: definition.topics,
+    fromBeginning: true,
   });
-  const retrySql = durable ? connect({ url: databaseUrl, max: 2, applicationName: 'postbox-telemetry-test-retry' }) : null;
+  const retrySql = durable
+    ? connect({ url: databaseUrl, max: 2, applicationName: 'postbox-telemetry-test-retry' })
+    : null;
   const retries = retrySql
-    ? { scheduler: new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: definition.name, queueName: `postbox-retry-test.${definition.name}` }), sql: retrySql, reconcileIntervalMs: 60_000 }
+    ? {
+        scheduler: new BullmqRetryScheduler({
+          redisUrl: stack.REDIS_URL,
+          consumer: definition.name,
+          queueName: `postbox-retry-test.${definition.name}`,
+        }),
+        sql: retrySql,
+        reconcileIntervalMs: 60_000,
+      }
     : undefined;
-  const consumer = new Consumer({ definition, subscriber, executor: inlineConsumeExecutor(definition, databaseUrl), log, lagIntervalMs: 1000, ...(retries ? { retries } : {}) });
+  const consumer = new Consumer({
+    definition,
+    subscriber,
+    executor: inlineConsumeExecutor(definition, databaseUrl),
+    log,
+    lagIntervalMs: 1000,
+    ...(retries ? { retries } : {}),
+  });
   await consumer.start();
   return {
     consumer,

@@ -30,7 +30,11 @@ const { log } = captureLog();
 const stops: Array<() => Promise<void>> = [];
 
 before(async () => {
-  telemetry = await startTelemetry('test', { env: {}, spanProcessors: [new SimpleSpanProcessor({ exporter })], metricReaders: [] });
+  telemetry = await startTelemetry('test', {
+    env: {},
+    spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    metricReaders: [],
+  });
   db = await freshDatabase();
   await createAppliedTable(db.sql);
   await createTopic(topic, 3);
@@ -54,11 +58,16 @@ async function appliedBy(consumer: string, eventId: string): Promise<boolean> {
 }
 
 /** Enqueues one event inside a `POST /orders` span, as an HTTP handler would. */
-async function command(aggregateId: string, data: unknown): Promise<{ eventId: string; commandSpan: ReadableSpan; create: ReadableSpan }> {
+async function command(
+  aggregateId: string,
+  data: unknown,
+): Promise<{ eventId: string; commandSpan: ReadableSpan; create: ReadableSpan }> {
   const tracer = trace.getTracer('telemetry-test');
   const eventId = await tracer.startActiveSpan('POST /orders', async (span) => {
     try {
-      const envelope = await db.sql.begin((tx) => enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: aggregateId, aggregate_version: 1, data }, { topic }));
+      const envelope = await db.sql.begin((tx) =>
+        enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: aggregateId, aggregate_version: 1, data }, { topic }),
+      );
       return envelope.event_id;
     } finally {
       span.end();
@@ -67,14 +76,17 @@ async function command(aggregateId: string, data: unknown): Promise<{ eventId: s
   relay.wake();
   const create = spans().find((s) => s.name === `create ${topic}` && s.attributes['messaging.message.id'] === eventId);
   assert.ok(create, 'a create span for the event');
-  const commandSpan = spans().find((s) => s.name === 'POST /orders' && s.spanContext().spanId === create.parentSpanContext?.spanId);
+  const commandSpan = spans().find(
+    (s) => s.name === 'POST /orders' && s.spanContext().spanId === create.parentSpanContext?.spanId,
+  );
   assert.ok(commandSpan, 'the command span is the create span’s parent');
   return { eventId, commandSpan, create };
 }
 
 test('enqueue → send → process: linked for one event across a relay and two consumer groups', async () => {
   const consumers = [`billing-${run}`, `shipping-${run}`];
-  for (const name of consumers) stops.push((await startInlineConsumer(db.url, { name, topics: [topic], handler: TRACED_HANDLER }, log)).stop);
+  for (const name of consumers)
+    stops.push((await startInlineConsumer(db.url, { name, topics: [topic], handler: TRACED_HANDLER }, log)).stop);
 
   const { eventId, commandSpan, create } = await command('order-1', { amountCents: 1250 });
 
@@ -84,18 +96,34 @@ test('enqueue → send → process: linked for one event across a relay and two 
   assert.equal(create.attributes['messaging.operation.type'], 'create');
   assert.equal(create.attributes['messaging.destination.name'], topic);
   assert.equal(create.attributes['kafka.message.key'], 'order-1');
-  const [row] = await db.sql<{ traceparent: string }[]>`SELECT traceparent FROM message_outbox WHERE event_id = ${eventId}`;
+  const [row] = await db.sql<
+    { traceparent: string }[]
+  >`SELECT traceparent FROM message_outbox WHERE event_id = ${eventId}`;
   assert.equal(row!.traceparent, formatTraceparent(create.spanContext()), 'the outbox row stores the creation context');
 
   for (const name of consumers) await waitFor(`${name} applied the event`, () => appliedBy(name, eventId), 30_000);
-  const [record] = await readTopic(topic, (rs) => rs.some((r) => r.headers.ce_id === eventId), 20_000).then((rs) => rs.filter((r) => r.headers.ce_id === eventId));
-  assert.equal(record!.headers.traceparent, row!.traceparent, 'the record header carries the creation context unchanged');
+  const [record] = await readTopic(topic, (rs) => rs.some((r) => r.headers.ce_id === eventId), 20_000).then((rs) =>
+    rs.filter((r) => r.headers.ce_id === eventId),
+  );
+  assert.equal(
+    record!.headers.traceparent,
+    row!.traceparent,
+    'the record header carries the creation context unchanged',
+  );
 
   // send: a CLIENT span of the relay's own trace, linked to the creation context with the message's position.
-  const send = await waitFor('the send span', async () => spans().find((s) => s.name === `send ${topic}` && linkTo(s, create.spanContext())));
+  const send = await waitFor('the send span', async () =>
+    spans().find((s) => s.name === `send ${topic}` && linkTo(s, create.spanContext())),
+  );
   assert.equal(send.kind, SpanKind.CLIENT);
   assert.notEqual(send.spanContext().traceId, create.spanContext().traceId, 'send is not part of the command’s trace');
-  for (const [k, v] of Object.entries({ 'messaging.system.name': 'kafka', 'messaging.system': 'kafka', 'messaging.operation.type': 'send', 'messaging.operation.name': 'send', 'messaging.destination.name': topic })) {
+  for (const [k, v] of Object.entries({
+    'messaging.system.name': 'kafka',
+    'messaging.system': 'kafka',
+    'messaging.operation.type': 'send',
+    'messaging.operation.name': 'send',
+    'messaging.destination.name': topic,
+  })) {
     assert.equal(send.attributes[k], v, k);
   }
   assert.ok(Number(send.attributes['messaging.batch.message_count']) >= 1);
@@ -109,7 +137,9 @@ test('enqueue → send → process: linked for one event across a relay and two 
 
   // process: per consumer group, a new trace (no parent) linked to the creation context; the handler's span inside.
   const processes = await waitFor('a process span per consumer', async () => {
-    const found = spans().filter((s) => s.name === `process ${topic}` && s.attributes['messaging.message.id'] === eventId);
+    const found = spans().filter(
+      (s) => s.name === `process ${topic}` && s.attributes['messaging.message.id'] === eventId,
+    );
     return found.length === 2 ? found : undefined;
   });
   const traces = new Set<string>();
@@ -125,7 +155,9 @@ test('enqueue → send → process: linked for one event across a relay and two 
     assert.equal(p.attributes['messaging.destination.partition.id'], String(record!.partition));
     assert.equal(p.attributes['kafka.offset'], Number(record!.offset));
     assert.equal(p.attributes['postbox.outcome'], 'applied');
-    const handler = spans().find((s) => s.name === 'handle OrderPlaced' && s.parentSpanContext?.spanId === p.spanContext().spanId);
+    const handler = spans().find(
+      (s) => s.name === 'handle OrderPlaced' && s.parentSpanContext?.spanId === p.spanContext().spanId,
+    );
     assert.ok(handler, `${consumer}: the handler's span is a child of its process span`);
     assert.equal(handler.spanContext().traceId, p.spanContext().traceId);
     traces.add(p.spanContext().traceId);
@@ -135,36 +167,77 @@ test('enqueue → send → process: linked for one event across a relay and two 
 
 test('a malformed traceparent supplied at enqueue is ignored: the write succeeds with a fresh creation context', async () => {
   const envelope = await db.sql.begin((tx) =>
-    enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: 'order-bad-tp', aggregate_version: 1, data: {}, traceparent: 'not-a-traceparent', tracestate: 'k=v' }, { topic }),
+    enqueue(
+      tx,
+      {
+        event_type: 'OrderPlaced',
+        aggregate_id: 'order-bad-tp',
+        aggregate_version: 1,
+        data: {},
+        traceparent: 'not-a-traceparent',
+        tracestate: 'k=v',
+      },
+      { topic },
+    ),
   );
-  const create = spans().find((s) => s.name === `create ${topic}` && s.attributes['messaging.message.id'] === envelope.event_id);
+  const create = spans().find(
+    (s) => s.name === `create ${topic}` && s.attributes['messaging.message.id'] === envelope.event_id,
+  );
   assert.ok(create);
   assert.equal(envelope.traceparent, formatTraceparent(create.spanContext()));
   assert.equal(envelope.tracestate, undefined, 'the tracestate of a dropped traceparent goes with it');
 
   const supplied = '00-11111111111111111111111111111111-2222222222222222-01';
-  const kept = await db.sql.begin((tx) => enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: 'order-own-tp', aggregate_version: 1, data: {}, traceparent: supplied }, { topic }));
+  const kept = await db.sql.begin((tx) =>
+    enqueue(
+      tx,
+      {
+        event_type: 'OrderPlaced',
+        aggregate_id: 'order-own-tp',
+        aggregate_version: 1,
+        data: {},
+        traceparent: supplied,
+      },
+      { topic },
+    ),
+  );
   assert.equal(kept.traceparent, supplied, 'a valid caller context is the creation context, as given');
 });
 
 test('retries and replays are linked spans: retry → the delivery that scheduled it; replay ↔ the retry it scheduled', async () => {
   const name = `retrying-${run}`;
-  const durable = await startInlineConsumer(db.url, { name, topics: [topic], handler: TRACED_HANDLER, retry: { baseMs: 50, capMs: 200, maxAttempts: 3 } }, log, true);
+  const durable = await startInlineConsumer(
+    db.url,
+    { name, topics: [topic], handler: TRACED_HANDLER, retry: { baseMs: 50, capMs: 200, maxAttempts: 3 } },
+    log,
+    true,
+  );
   stops.push(durable.stop);
 
   // A transient failure: the first delivery schedules a retry; the retry's own trace links back to it.
   const flaky = await command('order-flaky', { mode: 'transient-once', secret: 'x' });
   await waitFor('the retry applied it', () => appliedBy(name, flaky.eventId), 30_000);
   const first = await waitFor('the scheduling delivery', async () =>
-    spans().find((s) => s.name === `process ${topic}` && s.attributes['messaging.message.id'] === flaky.eventId && s.attributes['postbox.consumer.name'] === name && s.attributes['postbox.outcome'] === 'scheduled'));
+    spans().find(
+      (s) =>
+        s.name === `process ${topic}` &&
+        s.attributes['messaging.message.id'] === flaky.eventId &&
+        s.attributes['postbox.consumer.name'] === name &&
+        s.attributes['postbox.outcome'] === 'scheduled',
+    ),
+  );
   assert.equal(first.attributes['error.type'], 'error');
-  const retry = await waitFor('the retry span', async () => spans().find((s) => s.name === `retry ${topic}` && s.attributes['messaging.message.id'] === flaky.eventId));
+  const retry = await waitFor('the retry span', async () =>
+    spans().find((s) => s.name === `retry ${topic}` && s.attributes['messaging.message.id'] === flaky.eventId),
+  );
   assert.equal(retry.parentSpanContext, undefined, 'a retry attempt starts a trace of its own');
   assert.equal(retry.attributes['postbox.attempt'], 2);
   assert.equal(retry.attributes['postbox.outcome'], 'settled');
   assert.equal(linkTo(retry, flaky.create.spanContext())?.attributes?.['postbox.link'], 'creation');
   assert.equal(linkTo(retry, first.spanContext())?.attributes?.['postbox.link'], 'scheduled_by');
-  const inner = spans().find((s) => s.name === `process ${topic}` && s.parentSpanContext?.spanId === retry.spanContext().spanId);
+  const inner = spans().find(
+    (s) => s.name === `process ${topic}` && s.parentSpanContext?.spanId === retry.spanContext().spanId,
+  );
   assert.ok(inner, 'the retried run is a process span inside the retry span');
   assert.equal(inner.attributes['postbox.outcome'], 'applied');
   assert.ok(linkTo(inner, flaky.create.spanContext()), 'and still linked to the creation context');
@@ -172,27 +245,60 @@ test('retries and replays are linked spans: retry → the delivery that schedule
   // A permanent failure, then an operator's replay: one `replay` span linking the failed event's creation, and the
   // retry it scheduled linking back to the replay.
   const poisoned = await command('order-poison', { mode: 'permanent' });
-  await waitFor('the failure stored', async () => (await listFailures(db.sql, { consumer: name }, 10, null)).some((f) => f.event_id === poisoned.eventId), 30_000);
-  const scheduler = new BullmqRetryScheduler({ redisUrl: stack.REDIS_URL, consumer: name, queueName: `postbox-retry-test.${name}` });
+  await waitFor(
+    'the failure stored',
+    async () => (await listFailures(db.sql, { consumer: name }, 10, null)).some((f) => f.event_id === poisoned.eventId),
+    30_000,
+  );
+  const scheduler = new BullmqRetryScheduler({
+    redisUrl: stack.REDIS_URL,
+    consumer: name,
+    queueName: `postbox-retry-test.${name}`,
+  });
   try {
     const items = await trace.getTracer('telemetry-test').startActiveSpan('mutation replayFailures', async (span) => {
       try {
-        return await replayFailures(db.sql, () => scheduler, { filter: { consumer: name }, dryRun: false, actor: 'test-operator', reason: 'trace test', limit: 5 });
+        return await replayFailures(db.sql, () => scheduler, {
+          filter: { consumer: name },
+          dryRun: false,
+          actor: 'test-operator',
+          reason: 'trace test',
+          limit: 5,
+        });
       } finally {
         span.end();
       }
     });
-    assert.deepEqual(items.map((i) => i.verdict), ['scheduled']);
+    assert.deepEqual(
+      items.map((i) => i.verdict),
+      ['scheduled'],
+    );
   } finally {
     await scheduler.close();
   }
-  const replay = await waitFor('the replay span', async () => spans().find((s) => s.name === 'replay' && linkTo(s, poisoned.create.spanContext())));
+  const replay = await waitFor('the replay span', async () =>
+    spans().find((s) => s.name === 'replay' && linkTo(s, poisoned.create.spanContext())),
+  );
   const request = spans().find((s) => s.name === 'mutation replayFailures')!;
-  assert.equal(replay.parentSpanContext?.spanId, request.spanContext().spanId, 'the replay is part of the operator’s request');
+  assert.equal(
+    replay.parentSpanContext?.spanId,
+    request.spanContext().spanId,
+    'the replay is part of the operator’s request',
+  );
   assert.equal(replay.attributes['postbox.actor'], 'test-operator');
   assert.equal(replay.attributes['postbox.replay.dry_run'], false);
   const replayed = await waitFor('the replayed retry span', async () =>
-    spans().find((s) => s.name === `retry ${topic}` && s.attributes['messaging.message.id'] === poisoned.eventId && linkTo(s, replay.spanContext())));
+    spans().find(
+      (s) =>
+        s.name === `retry ${topic}` &&
+        s.attributes['messaging.message.id'] === poisoned.eventId &&
+        linkTo(s, replay.spanContext()),
+    ),
+  );
   assert.equal(linkTo(replayed, replay.spanContext())?.attributes?.['postbox.link'], 'scheduled_by');
-  assert.equal(replayed.attributes['postbox.outcome'], 'exhausted', 'the handler still rejects it: the replay ran and failed again, visibly');
+  assert.equal(
+    replayed.attributes['postbox.outcome'],
+    'exhausted',
+    'the handler still rejects it: the replay ran and failed again, visibly',
+  );
 });

@@ -18,8 +18,18 @@ import { createAppliedTable, TRACED_HANDLER } from './support.ts';
 // own SDK; the batch processor's delay is set far beyond the test, so every worker span that arrives was
 // flushed by the pools' close (thread-telemetry.ts), not by a timer.
 
-interface OtlpSpan { traceId: string; spanId: string; parentSpanId?: string; name: string; links?: Array<{ traceId: string; spanId: string }>; attributes?: Array<{ key: string; value: Record<string, unknown> }> }
-interface Received { role: string; span: OtlpSpan }
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  links?: Array<{ traceId: string; spanId: string }>;
+  attributes?: Array<{ key: string; value: Record<string, unknown> }>;
+}
+interface Received {
+  role: string;
+  span: OtlpSpan;
+}
 
 const received: Received[] = [];
 let collector: Server;
@@ -40,10 +50,26 @@ before(async () => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
-      const payload = JSON.parse(body) as { resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> }; scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
+      const payload = JSON.parse(body) as {
+        resourceSpans: Array<{
+          resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> };
+          scopeSpans: Array<{ spans: OtlpSpan[] }>;
+        }>;
+      };
       for (const rs of payload.resourceSpans) {
         const role = rs.resource.attributes.find((a) => a.key === 'postbox.role')?.value.stringValue ?? '?';
-        for (const ss of rs.scopeSpans) for (const span of ss.spans) received.push({ role, span: { ...span, traceId: hex(span.traceId), spanId: hex(span.spanId), ...(span.parentSpanId ? { parentSpanId: hex(span.parentSpanId) } : {}), links: (span.links ?? []).map((l) => ({ ...l, traceId: hex(l.traceId), spanId: hex(l.spanId) })) } });
+        for (const ss of rs.scopeSpans)
+          for (const span of ss.spans)
+            received.push({
+              role,
+              span: {
+                ...span,
+                traceId: hex(span.traceId),
+                spanId: hex(span.spanId),
+                ...(span.parentSpanId ? { parentSpanId: hex(span.parentSpanId) } : {}),
+                links: (span.links ?? []).map((l) => ({ ...l, traceId: hex(l.traceId), spanId: hex(l.spanId) })),
+              },
+            });
       }
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
@@ -71,25 +97,62 @@ after(async () => {
 
 test('spans made in relay and consumer worker threads are exported, linked, and none lost when the pools close', async () => {
   const options = resolveRelayOptions({ pollMs: 200 });
-  const relay = new Relay({ sql: db.sql, executor: createPublishPool({ databaseUrl: db.url, kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-threads-test' }, relay: options, threads: 2 }), options });
+  const relay = new Relay({
+    sql: db.sql,
+    executor: createPublishPool({
+      databaseUrl: db.url,
+      kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-threads-test' },
+      relay: options,
+      threads: 2,
+    }),
+    options,
+  });
   await relay.start();
-  let consumer: Consumer | null = await startTestConsumer(db.url, { name, topics: [topic], handler: TRACED_HANDLER, limits: { threads: 1 } });
+  let consumer: Consumer | null = await startTestConsumer(db.url, {
+    name,
+    topics: [topic],
+    handler: TRACED_HANDLER,
+    limits: { threads: 1 },
+  });
   try {
     const events = await db.sql.begin((tx) =>
-      enqueueMany(tx, Array.from({ length: EVENTS }, (_, i) => ({ event_type: 'OrderPlaced', aggregate_id: `t-${i}`, aggregate_version: 1, data: {} })), { topic }),
+      enqueueMany(
+        tx,
+        Array.from({ length: EVENTS }, (_, i) => ({
+          event_type: 'OrderPlaced',
+          aggregate_id: `t-${i}`,
+          aggregate_version: 1,
+          data: {},
+        })),
+        { topic },
+      ),
     );
     relay.wake();
-    await waitFor('all applied', async () => {
-      const [r] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM telemetry_applied WHERE consumer = ${name}`;
-      return r!.n === EVENTS;
-    }, 60_000);
-    assert.equal(received.filter((r) => r.role !== 'command').length, 0, 'nothing exported by a timer yet (the delay is 10 minutes)');
+    await waitFor(
+      'all applied',
+      async () => {
+        const [r] = await db.sql<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM telemetry_applied WHERE consumer = ${name}`;
+        return r!.n === EVENTS;
+      },
+      60_000,
+    );
+    assert.equal(
+      received.filter((r) => r.role !== 'command').length,
+      0,
+      'nothing exported by a timer yet (the delay is 10 minutes)',
+    );
     await consumer.stop();
     consumer = null;
     await relay.stop();
     await telemetry.shutdown();
 
-    const creates = new Map(received.filter((r) => r.span.name === `create ${topic}`).map((r) => [String(attr(r.span, 'messaging.message.id')), r]));
+    const creates = new Map(
+      received
+        .filter((r) => r.span.name === `create ${topic}`)
+        .map((r) => [String(attr(r.span, 'messaging.message.id')), r]),
+    );
     assert.equal(creates.size, EVENTS, 'the main thread exported every create span');
     const sends = received.filter((r) => r.span.name === `send ${topic}`);
     assert.ok(sends.length >= 1 && sends.every((r) => r.role === 'relay'), 'send spans come from the relay threads');
@@ -97,11 +160,21 @@ test('spans made in relay and consumer worker threads are exported, linked, and 
     assert.equal(processes.length, EVENTS, 'one process span per event, from the consumer thread');
     for (const event of events) {
       const create = creates.get(event.event_id)!.span;
-      const linked = (s: OtlpSpan) => (s.links ?? []).some((l) => l.traceId === create.traceId && l.spanId === create.spanId);
-      assert.ok(sends.some((r) => linked(r.span)), `${event.event_id}: a send span links its creation`);
+      const linked = (s: OtlpSpan) =>
+        (s.links ?? []).some((l) => l.traceId === create.traceId && l.spanId === create.spanId);
+      assert.ok(
+        sends.some((r) => linked(r.span)),
+        `${event.event_id}: a send span links its creation`,
+      );
       const process = processes.find((r) => attr(r.span, 'messaging.message.id') === event.event_id);
-      assert.ok(process && process.role === 'consumer' && linked(process.span) && !process.span.parentSpanId, `${event.event_id}: a root process span linked to its creation`);
-      assert.ok(received.some((r) => r.span.name === 'handle OrderPlaced' && r.span.parentSpanId === process.span.spanId), `${event.event_id}: the handler span inside it`);
+      assert.ok(
+        process && process.role === 'consumer' && linked(process.span) && !process.span.parentSpanId,
+        `${event.event_id}: a root process span linked to its creation`,
+      );
+      assert.ok(
+        received.some((r) => r.span.name === 'handle OrderPlaced' && r.span.parentSpanId === process.span.spanId),
+        `${event.event_id}: the handler span inside it`,
+      );
     }
   } finally {
     await consumer?.stop();

@@ -3,15 +3,42 @@
 import { PostboxError } from '@postbox/engine';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> }> = {
-  start: { summary: 'stack up, migrate, relay and the demo order flow', load: async () => (await import('../cli/start-command.ts')).startCommand },
-  stack: { summary: 'local services: up | down [--purge] | status', load: async () => (await import('../cli/stack-command.ts')).stackCommand },
-  migrate: { summary: 'apply database migrations', load: async () => (await import('../cli/migrate-command.ts')).migrateCommand },
-  relay: { summary: 'run a relay (outbox → Kafka)', load: async () => (await import('../cli/relay-command.ts')).relayCommand },
-  failures: { summary: 'failures: list | show | blocked | replay (audited, --dry-run)', load: async () => (await import('../cli/failures-command.ts')).failuresCommand },
-  gaps: { summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions', load: async () => (await import('../cli/gaps-command.ts')).gapsCommand },
-  api: { summary: 'the GraphQL control plane (backlog, events, failures, replay, audit)', load: async () => (await import('../cli/api-command.ts')).apiCommand },
-  consume: { summary: 'run consumers (Kafka → inbox-deduplicated, ordered handlers)', load: async () => (await import('../cli/consume-command.ts')).consumeCommand },
-  verify: { summary: 'check log and consumers: nothing lost, applied twice, reordered or stuck (exit 1 if so)', load: async () => (await import('../cli/verify-command.ts')).verifyCommand },
+  start: {
+    summary: 'stack up, migrate, relay and the demo order flow',
+    load: async () => (await import('../cli/start-command.ts')).startCommand,
+  },
+  stack: {
+    summary: 'local services: up | down [--purge] | status',
+    load: async () => (await import('../cli/stack-command.ts')).stackCommand,
+  },
+  migrate: {
+    summary: 'apply database migrations',
+    load: async () => (await import('../cli/migrate-command.ts')).migrateCommand,
+  },
+  relay: {
+    summary: 'run a relay (outbox → Kafka)',
+    load: async () => (await import('../cli/relay-command.ts')).relayCommand,
+  },
+  failures: {
+    summary: 'failures: list | show | blocked | replay (audited, --dry-run)',
+    load: async () => (await import('../cli/failures-command.ts')).failuresCommand,
+  },
+  gaps: {
+    summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions',
+    load: async () => (await import('../cli/gaps-command.ts')).gapsCommand,
+  },
+  api: {
+    summary: 'the GraphQL control plane (backlog, events, failures, replay, audit)',
+    load: async () => (await import('../cli/api-command.ts')).apiCommand,
+  },
+  consume: {
+    summary: 'run consumers (Kafka → inbox-deduplicated, ordered handlers)',
+    load: async () => (await import('../cli/consume-command.ts')).consumeCommand,
+  },
+  verify: {
+    summary: 'check log and consumers: nothing lost, applied twice, reordered or stuck (exit 1 if so)',
+    load: async () => (await import('../cli/verify-command.ts')).verifyCommand,
+  },
 };
 
 function help(): string {

@@ -22,7 +22,11 @@ Options:
   -h, --help              this text`;
 
 export async function apiCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, 'print-schema': { type: 'boolean' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h' }, 'print-schema': { type: 'boolean' } },
+  });
   if (values.help) {
     console.log(HELP);
     return 0;
@@ -38,8 +42,17 @@ export async function apiCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();
   return runRoles(signal, log, async (roles) => {
-    const resources = await roles.start('control plane resources', async () => createApiResources(config), (r) => r.close());
-    const plane = await roles.start('control plane', () => startControlPlane(api, resources.deps), (p) => p.close(), portHint(api.port, 'POSTBOX_API_PORT'));
+    const resources = await roles.start(
+      'control plane resources',
+      async () => createApiResources(config),
+      (r) => r.close(),
+    );
+    const plane = await roles.start(
+      'control plane',
+      () => startControlPlane(api, resources.deps),
+      (p) => p.close(),
+      portHint(api.port, 'POSTBOX_API_PORT'),
+    );
     console.log(`GraphQL control plane: ${plane.url}${api.production ? '' : ' (GraphiQL in a browser)'}`);
     if (api.devToken) console.log(`development operator token: Authorization: Bearer ${api.devToken}`);
   });

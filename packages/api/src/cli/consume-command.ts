@@ -40,9 +40,11 @@ export async function consumeCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const threads = values.threads === undefined ? undefined : Number(values.threads);
-  if (threads !== undefined && (!Number.isInteger(threads) || threads < 0)) throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
+  if (threads !== undefined && (!Number.isInteger(threads) || threads < 0))
+    throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
   const progressMs = values.progress === undefined ? 0 : Number(values.progress);
-  if (!Number.isInteger(progressMs) || progressMs < 0) throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
+  if (!Number.isInteger(progressMs) || progressMs < 0)
+    throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv());
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
@@ -57,12 +59,24 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   };
   return runRoles(signal, log, async (roles) => {
     for (const definition of definitions) {
-      consumers.push(await roles.start(`consumer ${definition.name}`, () => startConsumer(withThreads(definition, threads), runtime), stopped));
+      consumers.push(
+        await roles.start(
+          `consumer ${definition.name}`,
+          () => startConsumer(withThreads(definition, threads), runtime),
+          stopped,
+        ),
+      );
     }
-    console.log(`postbox consume: ${consumers.map((c) => `${c.definition.name} (${c.definition.topics.join(', ')})`).join('; ')}`);
+    console.log(
+      `postbox consume: ${consumers.map((c) => `${c.definition.name} (${c.definition.topics.join(', ')})`).join('; ')}`,
+    );
     if (progressMs > 0) {
       const print = () => consumers.forEach((c) => console.log(JSON.stringify({ 'consumer-progress': c.stats() })));
-      await roles.start('progress', async () => setInterval(print, progressMs), async (timer) => clearInterval(timer));
+      await roles.start(
+        'progress',
+        async () => setInterval(print, progressMs),
+        async (timer) => clearInterval(timer),
+      );
     }
   });
 }
@@ -108,11 +122,19 @@ async function resolveConsumers(names: string[], config: PostboxConfig): Promise
     try {
       module = (await import(pathToFileURL(resolve(name)).href)) as { default?: unknown };
     } catch (cause) {
-      throw new ConfigError(`consumer "${name}" is neither "${DEMO_CONSUMER}" nor a loadable module: ${(cause as Error).message}`, { cause });
+      throw new ConfigError(
+        `consumer "${name}" is neither "${DEMO_CONSUMER}" nor a loadable module: ${(cause as Error).message}`,
+        { cause },
+      );
     }
     const exported = Array.isArray(module.default) ? module.default : [module.default];
     for (const d of exported) {
-      if (!d || typeof d !== 'object' || typeof (d as ConsumerDefinition).handler !== 'string' || !(d as ConsumerDefinition).limits) {
+      if (
+        !d ||
+        typeof d !== 'object' ||
+        typeof (d as ConsumerDefinition).handler !== 'string' ||
+        !(d as ConsumerDefinition).limits
+      ) {
         throw new ConfigError(`module ${name} must default-export defineConsumer({...}) or a list of them`);
       }
       out.push(d as ConsumerDefinition);

@@ -60,13 +60,29 @@ export async function failuresCommand(argv: string[]): Promise<number> {
   const sql = connect({ url: env.DATABASE_URL, max: 2, applicationName: 'postbox-failures' });
   try {
     if (verb === 'list') {
-      const rows = await listFailures(sql, { status: 'open', ...filter }, positiveInt(values.limit, 50, 'limit', 500), values.before ? positiveInt(values.before, 0, 'before') : null);
+      const rows = await listFailures(
+        sql,
+        { status: 'open', ...filter },
+        positiveInt(values.limit, 50, 'limit', 500),
+        values.before ? positiveInt(values.before, 0, 'before') : null,
+      );
       if (values.json) console.log(JSON.stringify(rows, null, 2));
-      else printTable(rows.map((r) => ({
-        id: r.failure_id, consumer: r.consumer_name, code: r.error_code, type: r.event_type ?? '-', aggregate: `${r.aggregate_id ?? '-'}@${r.aggregate_version ?? '-'}`,
-        attempts: r.attempts, last_failed: r.last_failed_at.toISOString(), status: r.status, detail: r.error_detail.slice(0, 60),
-      })));
-      if (rows.length > 0) console.log(`${rows.length} failure(s); next page: --before ${rows[rows.length - 1]!.failure_id}`);
+      else
+        printTable(
+          rows.map((r) => ({
+            id: r.failure_id,
+            consumer: r.consumer_name,
+            code: r.error_code,
+            type: r.event_type ?? '-',
+            aggregate: `${r.aggregate_id ?? '-'}@${r.aggregate_version ?? '-'}`,
+            attempts: r.attempts,
+            last_failed: r.last_failed_at.toISOString(),
+            status: r.status,
+            detail: r.error_detail.slice(0, 60),
+          })),
+        );
+      if (rows.length > 0)
+        console.log(`${rows.length} failure(s); next page: --before ${rows[rows.length - 1]!.failure_id}`);
       return 0;
     }
     if (verb === 'show') {
@@ -77,7 +93,13 @@ export async function failuresCommand(argv: string[]): Promise<number> {
         return 1;
       }
       const { payload, ...meta } = f;
-      console.log(JSON.stringify({ ...meta, payload_bytes: payload?.length ?? null, payload_utf8: payload ? printable(payload) : null }, null, 2));
+      console.log(
+        JSON.stringify(
+          { ...meta, payload_bytes: payload?.length ?? null, payload_utf8: payload ? printable(payload) : null },
+          null,
+          2,
+        ),
+      );
       return 0;
     }
     if (verb === 'replay') {
@@ -102,8 +124,21 @@ export async function failuresCommand(argv: string[]): Promise<number> {
           ratePerSecond: positiveInt(values.rate, 20, 'rate'),
           ...(values.data === undefined ? {} : { editedData: parseJson(values.data) }),
         });
-        printTable(items.map((i) => ({ id: i.failureId, consumer: i.consumer, event: i.eventId ?? '-', aggregate: `${i.aggregateId ?? '-'}@${i.aggregateVersion ?? '-'}`, verdict: i.verdict, detail: i.detail })));
-        console.log(dryRun ? `dry run: ${items.length} failure(s) checked, nothing changed` : `${items.filter((i) => i.verdict === 'scheduled').length} replay(s) scheduled, audited`);
+        printTable(
+          items.map((i) => ({
+            id: i.failureId,
+            consumer: i.consumer,
+            event: i.eventId ?? '-',
+            aggregate: `${i.aggregateId ?? '-'}@${i.aggregateVersion ?? '-'}`,
+            verdict: i.verdict,
+            detail: i.detail,
+          })),
+        );
+        console.log(
+          dryRun
+            ? `dry run: ${items.length} failure(s) checked, nothing changed`
+            : `${items.filter((i) => i.verdict === 'scheduled').length} replay(s) scheduled, audited`,
+        );
       } finally {
         await Promise.all([...schedulers.values()].map((s) => s.close()));
       }
@@ -120,10 +155,18 @@ export async function failuresCommand(argv: string[]): Promise<number> {
     if (verb === 'blocked') {
       const rows = await listBlocked(sql, values.consumer ?? null, positiveInt(values.limit, 50, 'limit', 500));
       if (values.json) console.log(JSON.stringify(rows, null, 2));
-      else printTable(rows.map((b) => ({
-        consumer: b.consumer_name, aggregate: b.aggregate_id, head: `${b.event_id ?? '-'}@${b.aggregate_version ?? '-'}`, reason: b.reason,
-        parked: b.parked, since: b.blocked_at.toISOString(), detail: (b.detail ?? '').slice(0, 60),
-      })));
+      else
+        printTable(
+          rows.map((b) => ({
+            consumer: b.consumer_name,
+            aggregate: b.aggregate_id,
+            head: `${b.event_id ?? '-'}@${b.aggregate_version ?? '-'}`,
+            reason: b.reason,
+            parked: b.parked,
+            since: b.blocked_at.toISOString(),
+            detail: (b.detail ?? '').slice(0, 60),
+          })),
+        );
       return 0;
     }
     console.error(`postbox failures: unknown verb "${verb}"\n\n${HELP}`);
@@ -138,7 +181,8 @@ export function retentionDays(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.POSTBOX_FAILURE_RETENTION_DAYS;
   if (raw === undefined || raw === '') return 30;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`POSTBOX_FAILURE_RETENTION_DAYS must be an integer ≥ 1, got "${raw}"`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new ConfigError(`POSTBOX_FAILURE_RETENTION_DAYS must be an integer ≥ 1, got "${raw}"`);
   return n;
 }
 
@@ -148,7 +192,8 @@ function filterOf(v: Record<string, unknown>): FailureFilter {
   if (typeof v.code === 'string') f.errorCode = v.code;
   if (typeof v.type === 'string') f.eventType = v.type;
   if (typeof v.status === 'string') {
-    if (!['open', 'replayed', 'skipped', 'expired'].includes(v.status)) throw new ConfigError(`--status must be open, replayed, skipped or expired, got "${v.status}"`);
+    if (!['open', 'replayed', 'skipped', 'expired'].includes(v.status))
+      throw new ConfigError(`--status must be open, replayed, skipped or expired, got "${v.status}"`);
     f.status = v.status as FailureFilter['status'];
   }
   for (const k of ['since', 'until'] as const) {
@@ -165,7 +210,8 @@ function filterOf(v: Record<string, unknown>): FailureFilter {
 function positiveInt(value: string | undefined, fallback: number, name: string, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new ConfigError(`--${name} must be an integer from 1 to ${max}, got "${value}"`);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new ConfigError(`--${name} must be an integer from 1 to ${max}, got "${value}"`);
   return n;
 }
 

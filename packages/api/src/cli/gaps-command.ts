@@ -30,12 +30,21 @@ export async function gapsCommand(argv: string[]): Promise<number> {
   const limit = nonNegative(values.limit, 100, 'limit');
   const sql = connect({ url: stackEnv().DATABASE_URL, max: 2, applicationName: 'postbox-gaps' });
   try {
-    const gaps = await reportGaps(sql, { olderThanMs, limit, ...(values.consumer ? { consumer: values.consumer } : {}) });
+    const gaps = await reportGaps(sql, {
+      olderThanMs,
+      limit,
+      ...(values.consumer ? { consumer: values.consumer } : {}),
+    });
     if (gaps.length === 0) console.log('(no gaps)');
-    for (const g of gaps) console.log(`${g.consumer_name}  ${g.aggregate_id}  waiting for v${g.expected_version}  parked v${g.parked_versions.join(',v')}${g.blocked ? '  (blocked: a failure)' : ''}`);
+    for (const g of gaps)
+      console.log(
+        `${g.consumer_name}  ${g.aggregate_id}  waiting for v${g.expected_version}  parked v${g.parked_versions.join(',v')}${g.blocked ? '  (blocked: a failure)' : ''}`,
+      );
     if (values.backfill) {
       for (const r of await backfillGaps(sql, gaps)) {
-        console.log(`backfill ${r.consumer} ${r.aggregate_id}: re-published v${r.requeued.join(',v') || '-'}${r.missing.length ? `; not in the outbox: v${r.missing.join(',v')}` : ''}`);
+        console.log(
+          `backfill ${r.consumer} ${r.aggregate_id}: re-published v${r.requeued.join(',v') || '-'}${r.missing.length ? `; not in the outbox: v${r.missing.join(',v')}` : ''}`,
+        );
       }
     }
     return 0;

@@ -17,25 +17,41 @@ Options:
 SIGINT/SIGTERM: stop claiming, finish in-flight batches, hand back leases, exit.`;
 
 export async function relayCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, threads: { type: 'string' } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { help: { type: 'boolean', short: 'h' }, threads: { type: 'string' } },
+  });
   if (values.help) {
     console.log(HELP);
     return 0;
   }
   const threads = values.threads === undefined ? undefined : Number(values.threads);
-  if (threads !== undefined && (!Number.isInteger(threads) || threads < 0)) throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
+  if (threads !== undefined && (!Number.isInteger(threads) || threads < 0))
+    throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
   const config = readConfig(stackEnv(), process.env, threads === undefined ? {} : { relayThreads: threads });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();
   return runRoles(signal, log, async (roles) => {
-    await roles.start('relay', () => startRelayOrAbort(config, log, signal), (relay) => relay.stop());
+    await roles.start(
+      'relay',
+      () => startRelayOrAbort(config, log, signal),
+      (relay) => relay.stop(),
+    );
   });
 }
 
 /** The relay of the configured topics; a stop signal while Kafka is not ready ends the start. */
 export async function startRelayOrAbort(config: PostboxConfig, log: Logger, signal: AbortSignal) {
-  const relay = await startRelay({ databaseUrl: config.databaseUrl, kafka: config.kafka, topics: config.topics, relay: config.relay, threads: config.relayThreads, log, signal });
+  const relay = await startRelay({
+    databaseUrl: config.databaseUrl,
+    kafka: config.kafka,
+    topics: config.topics,
+    relay: config.relay,
+    threads: config.relayThreads,
+    log,
+    signal,
+  });
   if (!relay) throw new StartInterrupted('relay');
   return relay;
 }

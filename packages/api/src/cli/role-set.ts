@@ -18,7 +18,12 @@ export class RoleSet {
    * Starts one role and remembers how to stop it. Throws `StartInterrupted` when the stop signal came first,
    * and `RoleStartError` (naming the role, with `hint` saying what to do when it can) when the start failed.
    */
-  async start<T>(name: string, start: () => Promise<T>, stop: (role: T) => Promise<void>, hint?: (cause: unknown) => string | undefined): Promise<T> {
+  async start<T>(
+    name: string,
+    start: () => Promise<T>,
+    stop: (role: T) => Promise<void>,
+    hint?: (cause: unknown) => string | undefined,
+  ): Promise<T> {
     if (this.#signal.aborted) throw new StartInterrupted(name);
     let role: T;
     try {
@@ -57,7 +62,12 @@ export class RoleStartError extends PostboxError {
   readonly role: string;
 
   constructor(role: string, cause: unknown, hint?: string) {
-    super('start_failed', 'permanent', hint ?? `${role} failed to start: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    super(
+      'start_failed',
+      'permanent',
+      hint ?? `${role} failed to start: ${(cause as Error)?.message ?? String(cause)}`,
+      { cause },
+    );
     this.name = 'RoleStartError';
     this.role = role;
   }

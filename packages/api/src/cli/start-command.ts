@@ -46,32 +46,58 @@ export async function startCommand(argv: string[]): Promise<number> {
   // Started in this order and stopped in reverse: control plane, demo, relay (finishing its batches), consumer
   // (committing offsets), then the demo's pool.
   return runRoles(signal, log, async (roles) => {
-    const sql = await roles.start('database', async () => connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' }), (s: Sql) => s.end({ timeout: 5 }));
+    const sql = await roles.start(
+      'database',
+      async () => connect({ url: config.databaseUrl, max: 8, applicationName: 'postbox-demo' }),
+      (s: Sql) => s.end({ timeout: 5 }),
+    );
     const migrations = async () => {
       await migrate(sql, { log: (line) => console.log(`migrate: ${line}`) });
       await migrateDemo(sql, (line) => console.log(`migrate: ${line}`));
     };
     await roles.start('migrations', migrations, async () => {});
     const topics = async () => {
-      if (!(await awaitTopics({ kafka: config.kafka, topics: config.topics, log, signal }))) throw new StartInterrupted('topics');
+      if (!(await awaitTopics({ kafka: config.kafka, topics: config.topics, log, signal })))
+        throw new StartInterrupted('topics');
     };
     await roles.start('topics', topics, async () => {});
-    const consumer = await roles.start('consumer', () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log)), (c: Consumer) => c.stop());
-    const relay = await roles.start('relay', () => startRelayOrAbort(config, log, signal), (r) => r.stop());
+    const consumer = await roles.start(
+      'consumer',
+      () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log)),
+      (c: Consumer) => c.stop(),
+    );
+    const relay = await roles.start(
+      'relay',
+      () => startRelayOrAbort(config, log, signal),
+      (r) => r.stop(),
+    );
     const waker = createWaker(sql);
     const demo = await roles.start(
       'demo order service',
-      async () => (config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate, log }) : null),
+      async () =>
+        config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate, log }) : null,
       async (d: DemoOrderService | null) => {
         await d?.stop();
         await waker.flush();
       },
     );
-    const resources = await roles.start('control plane resources', async () => createApiResources(config), (r) => r.close());
-    const plane = await roles.start('control plane', () => startControlPlane(apiConfig, resources.deps), (p) => p.close(), portHint(apiConfig.port, 'POSTBOX_API_PORT'));
+    const resources = await roles.start(
+      'control plane resources',
+      async () => createApiResources(config),
+      (r) => r.close(),
+    );
+    const plane = await roles.start(
+      'control plane',
+      () => startControlPlane(apiConfig, resources.deps),
+      (p) => p.close(),
+      portHint(apiConfig.port, 'POSTBOX_API_PORT'),
+    );
     console.log(`GraphQL control plane: ${plane.url}${apiConfig.production ? '' : ' (GraphiQL in a browser)'}`);
-    if (apiConfig.devToken) console.log(`development operator token (this run only): Authorization: Bearer ${apiConfig.devToken}`);
-    console.log(`postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`);
+    if (apiConfig.devToken)
+      console.log(`development operator token (this run only): Authorization: Bearer ${apiConfig.devToken}`);
+    console.log(
+      `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
+    );
     console.log('Ctrl-C to stop.');
     const progress = () => {
       void outboxBacklog(sql).then(
@@ -85,10 +111,16 @@ export async function startCommand(argv: string[]): Promise<number> {
         (cause: unknown) => console.log(`progress: database unavailable (${(cause as Error).message})`),
       );
     };
-    await roles.start('progress', async () => setInterval(progress, 5000), async (timer) => {
-      clearInterval(timer);
-      console.log('stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…');
-    });
+    await roles.start(
+      'progress',
+      async () => setInterval(progress, 5000),
+      async (timer) => {
+        clearInterval(timer);
+        console.log(
+          'stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…',
+        );
+      },
+    );
   }).then((code) => {
     if (!signal.aborted) return code;
     console.log('stopped cleanly; the stack keeps running (npm run stack -- down to stop it)');

@@ -65,7 +65,8 @@ export async function verifyCommand(argv: string[]): Promise<number> {
     const registered = await listConsumers(sql);
     const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
     const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
-    if (unknown.length > 0) throw new ConfigError(`not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`);
+    if (unknown.length > 0)
+      throw new ConfigError(`not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`);
     const effects: EffectSource | undefined = values['effects-log']
       ? { kind: 'log', query: values['effects-log'] }
       : values['effects-counts']
@@ -81,7 +82,10 @@ export async function verifyCommand(argv: string[]): Promise<number> {
       console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
       return 2;
     }
-    const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), { stuckAfterMs, final: values.final ?? false });
+    const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), {
+      stuckAfterMs,
+      final: values.final ?? false,
+    });
     if (values.json) console.log(JSON.stringify({ ...report, totals: totals(report) }, null, 2));
     else console.log(formatReport(report));
     return report.ok ? 0 : 1;
@@ -92,7 +96,10 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   }
 }
 
-const DEMO_EFFECTS: EffectSource = { kind: 'counts', query: 'SELECT order_id AS aggregate_id, version, applied_count FROM demo_order_projection' };
+const DEMO_EFFECTS: EffectSource = {
+  kind: 'counts',
+  query: 'SELECT order_id AS aggregate_id, version, applied_count FROM demo_order_projection',
+};
 
 function nonNegative(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;

@@ -33,7 +33,8 @@ export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const tokens = parseTokens(env.POSTBOX_API_TOKENS ?? '');
   let devToken: string | null = null;
   if (tokens.length === 0) {
-    if (production) throw new ConfigError('POSTBOX_API_TOKENS must name at least one token in production (actor:scopes:token)');
+    if (production)
+      throw new ConfigError('POSTBOX_API_TOKENS must name at least one token in production (actor:scopes:token)');
     devToken = `dev-${randomBytes(18).toString('base64url')}`;
     tokens.push(apiToken('developer', ['operator'], devToken));
   }
@@ -69,7 +70,9 @@ export function parseTokens(value: string): ApiToken[] {
       const actor = entry.slice(0, first);
       const scopes = entry.slice(first + 1, second).split('+');
       const token = entry.slice(second + 1);
-      for (const s of scopes) if (!SCOPES.includes(s as Scope)) throw new ConfigError(`${where}: unknown scope "${s}" (viewer, operator, admin, payload)`);
+      for (const s of scopes)
+        if (!SCOPES.includes(s as Scope))
+          throw new ConfigError(`${where}: unknown scope "${s}" (viewer, operator, admin, payload)`);
       if (token.length < 16) throw new ConfigError(`${where}: the token must be at least 16 characters`);
       return apiToken(actor, scopes as Scope[], token);
     });
@@ -85,6 +88,7 @@ function expand(scopes: Scope[]): Set<Scope> {
 function port(raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(`POSTBOX_API_PORT must be a port number 0…65535, got "${raw}"`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new ConfigError(`POSTBOX_API_PORT must be a port number 0…65535, got "${raw}"`);
   return n;
 }

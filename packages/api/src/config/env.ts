@@ -36,7 +36,11 @@ export interface ConfigOverrides {
  * Reads every variable once. Defaults live where the options are resolved (resolveRelayOptions for the relay,
  * the consumer runtime for Kafka's session): a variable that is not set is passed on as not set.
  */
-export function readConfig(stack: StackEnv, env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): PostboxConfig {
+export function readConfig(
+  stack: StackEnv,
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: ConfigOverrides = {},
+): PostboxConfig {
   const relay = {
     batchSize: optionalInt(env, 'POSTBOX_RELAY_BATCH_SIZE'),
     leaseMs: optionalInt(env, 'POSTBOX_RELAY_LEASE_MS'),
@@ -98,10 +102,13 @@ function optionalInt(env: NodeJS.ProcessEnv, name: string, min = 1): number | un
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be an integer ≥ ${min}, got "${raw}"`);
+  if (!Number.isInteger(value) || value < min)
+    throw new ConfigError(`${name} must be an integer ≥ ${min}, got "${raw}"`);
   return value;
 }
 
 function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
-  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>;
+  };
 }

@@ -45,7 +45,16 @@ export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceO
     const amount = 100 + Math.floor(Math.random() * 10_000);
     await transaction(sql, waker, async (tx) => {
       await tx`INSERT INTO demo_order (order_id, state, amount_cents, version) VALUES (${id}, 'placed', ${amount}, 1)`;
-      await enqueue(tx, { event_type: 'OrderPlaced', aggregate_id: id, aggregate_version: 1, data: { orderId: id, amountCents: amount } }, { topic: options.topic, producer: 'demo-orders' });
+      await enqueue(
+        tx,
+        {
+          event_type: 'OrderPlaced',
+          aggregate_id: id,
+          aggregate_version: 1,
+          data: { orderId: id, amountCents: amount },
+        },
+        { topic: options.topic, producer: 'demo-orders' },
+      );
     });
     open.push({ id, state: 'placed', version: 1 });
   };
@@ -58,7 +67,16 @@ export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceO
         UPDATE demo_order SET state = ${next.state}, version = version + 1, updated_at = now()
         WHERE order_id = ${order.id} AND state = ${order.state} AND version = ${order.version}`;
       expectRows(result, 1, `order ${order.id} is no longer ${order.state}`);
-      await enqueue(tx, { event_type: next.event, aggregate_id: order.id, aggregate_version: order.version + 1, data: { orderId: order.id, state: next.state } }, { topic: options.topic, producer: 'demo-orders' });
+      await enqueue(
+        tx,
+        {
+          event_type: next.event,
+          aggregate_id: order.id,
+          aggregate_version: order.version + 1,
+          data: { orderId: order.id, state: next.state },
+        },
+        { topic: options.topic, producer: 'demo-orders' },
+      );
     });
     order.state = next.state;
     order.version++;

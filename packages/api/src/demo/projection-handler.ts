@@ -8,12 +8,20 @@ interface OrderData {
   state?: string;
 }
 
-const STATES: Record<string, string> = { OrderPlaced: 'placed', OrderPaid: 'paid', OrderShipped: 'shipped', OrderDelivered: 'delivered' };
+const STATES: Record<string, string> = {
+  OrderPlaced: 'placed',
+  OrderPaid: 'paid',
+  OrderShipped: 'shipped',
+  OrderDelivered: 'delivered',
+};
 
 export default async function project(event: Envelope, tx: Tx, _context: HandlerContext): Promise<void> {
   const data = (event.data ?? {}) as OrderData;
   const state = data.state ?? STATES[event.event_type];
-  if (!state) throw new PermanentError(`demo projection does not know event type ${event.event_type}`, { code: 'unknown_event_type' });
+  if (!state)
+    throw new PermanentError(`demo projection does not know event type ${event.event_type}`, {
+      code: 'unknown_event_type',
+    });
   await tx`
     INSERT INTO demo_order_projection (order_id, state, amount_cents, version, applied_count)
     VALUES (${event.aggregate_id}, ${state}, ${data.amountCents ?? null}, ${event.aggregate_version}, 1)

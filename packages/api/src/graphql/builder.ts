@@ -34,13 +34,20 @@ export const builder = new SchemaBuilder<PostboxSchemaTypes>({
       if (info.parentType.name === 'Mutation') {
         ctx.audits.push(
           insertAudit(ctx.deps.sql, {
-            actor: ctx.caller.actor, action: info.fieldName, reason: null, target: null,
-            before: null, after: { variables: Object.keys(info.variableValues ?? {}) }, outcome: 'denied',
+            actor: ctx.caller.actor,
+            action: info.fieldName,
+            reason: null,
+            target: null,
+            before: null,
+            after: { variables: Object.keys(info.variableValues ?? {}) },
+            outcome: 'denied',
           }).catch(() => {}),
         );
       }
       const who = ctx.caller.actor === 'anonymous' ? 'no valid bearer token' : `${ctx.caller.actor} lacks the scope`;
-      return new GraphQLError(`not allowed: ${info.parentType.name}.${info.fieldName} (${who})`, { extensions: { code: 'FORBIDDEN' } });
+      return new GraphQLError(`not allowed: ${info.parentType.name}.${info.fieldName} (${who})`, {
+        extensions: { code: 'FORBIDDEN' },
+      });
     },
   },
   relay: { cursorType: 'String', clientMutationId: 'omit', nodeQueryOptions: false, nodesQueryOptions: false },

@@ -9,6 +9,11 @@ export function keysetPage<T>(rows: T[], size: number, after: number | null, kin
   const cursor = (row: T | undefined) => (row === undefined ? null : encodeCursor(kind, idOf(row)));
   return {
     edges: page.map((node) => ({ cursor: encodeCursor(kind, idOf(node)), node })),
-    pageInfo: { hasNextPage: rows.length > size, hasPreviousPage: after !== null, startCursor: cursor(page[0]), endCursor: cursor(page.at(-1)) },
+    pageInfo: {
+      hasNextPage: rows.length > size,
+      hasPreviousPage: after !== null,
+      startCursor: cursor(page[0]),
+      endCursor: cursor(page.at(-1)),
+    },
   };
 }

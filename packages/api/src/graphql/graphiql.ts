@@ -83,7 +83,12 @@ export function graphiqlAssets(): Plugin {
       return loadAssets().then((files) => {
         const file = files.get(url.pathname.slice(ASSET_PATH.length));
         if (!file) return endResponse(new fetchAPI.Response(null, { status: 404 }));
-        const headers = { 'content-type': file.type, etag: file.etag, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };
+        const headers = {
+          'content-type': file.type,
+          etag: file.etag,
+          'cache-control': 'no-cache',
+          'x-content-type-options': 'nosniff',
+        };
         const fresh = request.headers.get('if-none-match') === file.etag;
         endResponse(new fetchAPI.Response(fresh ? null : file.body, { status: fresh ? 304 : 200, headers }));
       });

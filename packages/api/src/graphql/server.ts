@@ -29,9 +29,16 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
     maskedErrors: true,
     batching: false,
     landingPage: false,
-    graphiql: config.production ? false : { title: 'Postbox control plane', headers: JSON.stringify({ Authorization: 'Bearer <token>' }) },
+    graphiql: config.production
+      ? false
+      : { title: 'Postbox control plane', headers: JSON.stringify({ Authorization: 'Bearer <token>' }) },
     renderGraphiQL,
-    context: ({ request }): ApiContext => ({ caller: callerOf(request.headers.get('authorization'), config.tokens), deps, production: config.production, audits: [] }),
+    context: ({ request }): ApiContext => ({
+      caller: callerOf(request.headers.get('authorization'), config.tokens),
+      deps,
+      production: config.production,
+      audits: [],
+    }),
     plugins: [
       ...(config.production ? [] : [graphiqlAssets()]),
       bodyLimit(config.maxBodyBytes),
@@ -85,7 +92,19 @@ function bodyLimit(maxBytes: number): Plugin {
     onRequest({ request, endResponse, fetchAPI }) {
       const length = Number(request.headers.get('content-length') ?? '0');
       if (length > maxBytes) {
-        endResponse(new fetchAPI.Response(JSON.stringify({ errors: [{ message: `request body of ${length} bytes is over the limit of ${maxBytes}`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }), { status: 413, headers: { 'content-type': 'application/json' } }));
+        endResponse(
+          new fetchAPI.Response(
+            JSON.stringify({
+              errors: [
+                {
+                  message: `request body of ${length} bytes is over the limit of ${maxBytes}`,
+                  extensions: { code: 'PAYLOAD_TOO_LARGE' },
+                },
+              ],
+            }),
+            { status: 413, headers: { 'content-type': 'application/json' } },
+          ),
+        );
       }
     },
   };
@@ -99,7 +118,8 @@ function introspectionGate(config: ApiConfig): Plugin<{ request: Request }> {
   return {
     onValidate({ context, addValidationRule }) {
       if (!config.production) return;
-      if (!callerOf(context.request.headers.get('authorization'), config.tokens).scopes.has('admin')) addValidationRule(NoSchemaIntrospectionCustomRule);
+      if (!callerOf(context.request.headers.get('authorization'), config.tokens).scopes.has('admin'))
+        addValidationRule(NoSchemaIntrospectionCustomRule);
     },
   };
 }

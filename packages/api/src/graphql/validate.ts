@@ -32,9 +32,11 @@ export const MAX_PAGE = 100;
 
 /** Page size: 1…100, default 20; backwards paging is not offered (keyset pages, newest first). */
 export function pageSize(args: { first?: number | null; last?: number | null; before?: string | null }): number {
-  if (args.last != null || args.before != null) throw invalid('last/before', 'backward paging is not supported; use first/after');
+  if (args.last != null || args.before != null)
+    throw invalid('last/before', 'backward paging is not supported; use first/after');
   const first = args.first ?? 20;
-  if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE) throw invalid('first', `must be 1…${MAX_PAGE} (got ${first})`);
+  if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE)
+    throw invalid('first', `must be 1…${MAX_PAGE} (got ${first})`);
   return first;
 }
 
@@ -50,7 +52,10 @@ export function decodeCursor(kind: string, cursor: string | null | undefined): n
   return Number(match[1]);
 }
 
-export function timeRange(since: Date | null | undefined, until: Date | null | undefined): { since?: Date; until?: Date } {
+export function timeRange(
+  since: Date | null | undefined,
+  until: Date | null | undefined,
+): { since?: Date; until?: Date } {
   if (since && until && since >= until) throw invalid('since', 'must be before until');
   return { ...(since ? { since } : {}), ...(until ? { until } : {}) };
 }

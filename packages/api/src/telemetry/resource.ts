@@ -1,4 +1,13 @@
-import { defaultResource, detectResources, hostDetector, osDetector, processDetector, serviceInstanceIdDetector, type Resource, type ResourceDetector } from '@opentelemetry/resources';
+import {
+  defaultResource,
+  detectResources,
+  hostDetector,
+  osDetector,
+  processDetector,
+  serviceInstanceIdDetector,
+  type Resource,
+  type ResourceDetector,
+} from '@opentelemetry/resources';
 
 /**
  * The process's resource, detected as the SDK would (OTEL_NODE_RESOURCE_DETECTORS: service, host, process, all,
@@ -8,8 +17,12 @@ import { defaultResource, detectResources, hostDetector, osDetector, processDete
  * OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME are applied by the caller on top (sdk.ts).
  */
 export async function settledResource(env: NodeJS.ProcessEnv): Promise<Resource> {
-  const names = (env.OTEL_NODE_RESOURCE_DETECTORS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  const wanted = names.length === 0 || names.includes('all') ? ['service', 'host', 'process'] : names.includes('none') ? [] : names;
+  const names = (env.OTEL_NODE_RESOURCE_DETECTORS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const wanted =
+    names.length === 0 || names.includes('all') ? ['service', 'host', 'process'] : names.includes('none') ? [] : names;
   const detectors: ResourceDetector[] = [];
   if (wanted.includes('service')) detectors.push(serviceInstanceIdDetector);
   if (wanted.includes('host')) detectors.push(hostDetector, osDetector);

@@ -39,7 +39,12 @@ export interface TelemetryOptions {
   metricReaders?: IMetricReader[];
 }
 
-const OFF: Telemetry = { tracing: false, metricsPort: null, shutdown: async () => {}, [Symbol.asyncDispose]: async () => {} };
+const OFF: Telemetry = {
+  tracing: false,
+  metricsPort: null,
+  shutdown: async () => {},
+  [Symbol.asyncDispose]: async () => {},
+};
 
 /**
  * Starts the SDK for a role (relay, consumer, api, …: the `postbox.role` resource attribute and the default
@@ -61,7 +66,10 @@ export async function startTelemetry(role: string, options: TelemetryOptions = {
     prometheus = startPrometheus(port, env.POSTBOX_METRICS_HOST);
     metricReaders = [prometheus.exporter];
     if (request.metricsFromEnv) {
-      log.warn({ role }, 'OTEL_METRICS_EXPORTER is ignored while POSTBOX_METRICS_PORT is set; for both, use OTEL_METRICS_EXPORTER=otlp,prometheus with OTEL_EXPORTER_PROMETHEUS_PORT');
+      log.warn(
+        { role },
+        'OTEL_METRICS_EXPORTER is ignored while POSTBOX_METRICS_PORT is set; for both, use OTEL_METRICS_EXPORTER=otlp,prometheus with OTEL_EXPORTER_PROMETHEUS_PORT',
+      );
     }
   }
   if (!metricReaders && !request.metricsFromEnv) metricReaders = [];
@@ -83,7 +91,10 @@ export async function startTelemetry(role: string, options: TelemetryOptions = {
     await prometheus?.started;
   } catch (cause) {
     await sdk.shutdown().catch(() => {});
-    throw new ConfigError(`POSTBOX_METRICS_PORT ${port}: the metrics endpoint could not listen (${(cause as Error).message}); choose a free port or unset it`, { cause });
+    throw new ConfigError(
+      `POSTBOX_METRICS_PORT ${port}: the metrics endpoint could not listen (${(cause as Error).message}); choose a free port or unset it`,
+      { cause },
+    );
   }
   log.info({ role, tracing, metricsPort: port }, 'telemetry started');
 
@@ -117,18 +128,33 @@ function metricsPort(env: NodeJS.ProcessEnv): number | null {
   return port;
 }
 
-function startPrometheus(port: number, host: string | undefined): { exporter: PrometheusExporter; started: Promise<void> } {
+function startPrometheus(
+  port: number,
+  host: string | undefined,
+): { exporter: PrometheusExporter; started: Promise<void> } {
   let settle!: (error: Error | void) => void;
   const started = new Promise<void>((resolve, reject) => (settle = (error) => (error ? reject(error) : resolve())));
   // withoutScopeInfo: the otel_scope_* labels on every series say only "@postbox/engine".
-  const exporter = new PrometheusExporter({ port, ...(host ? { host } : {}), withoutScopeInfo: true }, (error) => settle(error));
+  const exporter = new PrometheusExporter({ port, ...(host ? { host } : {}), withoutScopeInfo: true }, (error) =>
+    settle(error),
+  );
   return { exporter, started };
 }
 
 /** The SDK's own diagnostics (export failures, dropped spans) as log lines of the process's logger. */
 function diagToLog(log: Logger): DiagLogger {
-  const line = (level: 'info' | 'warn' | 'error') => (message: string, ...args: unknown[]) =>
-    log[level]({ component: 'opentelemetry', ...(args.length > 0 ? { detail: args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ') } : {}) }, message);
+  const line =
+    (level: 'info' | 'warn' | 'error') =>
+    (message: string, ...args: unknown[]) =>
+      log[level](
+        {
+          component: 'opentelemetry',
+          ...(args.length > 0
+            ? { detail: args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ') }
+            : {}),
+        },
+        message,
+      );
   return { error: line('error'), warn: line('warn'), info: line('info'), debug: () => {}, verbose: () => {} };
 }
 

@@ -13,7 +13,11 @@ type Op =
   | { kind: 'drop'; aggregate: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant('offer' as const), aggregate: fc.integer({ min: 0, max: 7 }), size: fc.integer({ min: 0, max: 400 }) }),
+  fc.record({
+    kind: fc.constant('offer' as const),
+    aggregate: fc.integer({ min: 0, max: 7 }),
+    size: fc.integer({ min: 0, max: 400 }),
+  }),
   fc.record({ kind: fc.constant('take' as const), max: fc.integer({ min: 1, max: 5 }) }),
   fc.record({ kind: fc.constant('settle' as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant('fail' as const), pick: fc.nat() }),
@@ -65,7 +69,10 @@ function run(max: { maxEvents: number; maxBytes: number }, ops: Op[]): void {
     assert.ok(queues.events <= max.maxEvents, `${queues.events} events held, cap ${max.maxEvents}`);
     assert.ok(queues.bytes < max.maxBytes + largest, `${queues.bytes} bytes held, cap ${max.maxBytes}`);
     assert.equal(queues.events, held.length);
-    assert.equal(queues.bytes, held.reduce((s, e) => s + e.bytes, 0));
+    assert.equal(
+      queues.bytes,
+      held.reduce((s, e) => s + e.bytes, 0),
+    );
     const byAggregate = new Map<string, Array<HeldEvent<number>>>();
     for (const e of held) byAggregate.set(e.aggregate, [...(byAggregate.get(e.aggregate) ?? []), e]);
     let ready = 0;
@@ -77,7 +84,10 @@ function run(max: { maxEvents: number; maxBytes: number }, ops: Op[]): void {
       else ready++;
       // Per aggregate, events stay in the order they were offered.
       const order = events.map((e) => offered.indexOf(e));
-      assert.deepEqual(order, [...order].sort((a, b) => a - b));
+      assert.deepEqual(
+        order,
+        [...order].sort((a, b) => a - b),
+      );
     }
     assert.equal(queues.readyCount, ready, 'every aggregate with a queued head is ready, no other');
   }
@@ -92,10 +102,16 @@ test('aggregate queues: take hands out the heads of distinct aggregates only, un
   const queues = new AggregateQueues<number>({ maxEvents: 100, maxBytes: 1 << 20 });
   for (let i = 0; i < 6; i++) queues.offer(record(i, 10), BigInt(i), 0, `a${i % 3}`);
   const first = queues.take(10);
-  assert.deepEqual(first.map((e) => e.record.offset), ['0', '1', '2']);
+  assert.deepEqual(
+    first.map((e) => e.record.offset),
+    ['0', '1', '2'],
+  );
   assert.deepEqual(queues.take(10), []);
   queues.settle(first[1]!);
-  assert.deepEqual(queues.take(10).map((e) => e.record.offset), ['4']);
+  assert.deepEqual(
+    queues.take(10).map((e) => e.record.offset),
+    ['4'],
+  );
 });
 
 test('aggregate queues: a held head comes back after its backoff, ahead of its successors', async () => {
@@ -106,6 +122,9 @@ test('aggregate queues: a held head comes back after its backoff, ahead of its s
   const back = new Promise<void>((resolve) => queues.hold(head!, 5, resolve));
   assert.deepEqual(queues.take(5), []);
   await back;
-  assert.deepEqual(queues.take(5).map((e) => e.record.offset), ['0']);
+  assert.deepEqual(
+    queues.take(5).map((e) => e.record.offset),
+    ['0'],
+  );
   queues.drop(() => true);
 });

@@ -24,7 +24,12 @@ import type { RecordResult } from './wire.ts';
  * `single`: the transaction holds this one event (the per-event fallback), so drained successors run in
  * savepoints and settle their own failures.
  */
-export async function applyEvents(deps: StepDeps, tx: Tx, events: ValidEvent[], single: boolean): Promise<RecordResult[]> {
+export async function applyEvents(
+  deps: StepDeps,
+  tx: Tx,
+  events: ValidEvent[],
+  single: boolean,
+): Promise<RecordResult[]> {
   const consumer = deps.definition.name;
   const states = await lockAggregates(
     tx,
@@ -72,7 +77,8 @@ export async function applyEvents(deps: StepDeps, tx: Tx, events: ValidEvent[], 
     }
     const state = states.get(envelope.aggregate_id)!;
     const last = state.lastVersion === 0 ? undefined : state.lastVersion;
-    const decision = state.blockedBy !== undefined ? 'park' : gate(last, envelope.aggregate_version, deps.definition.firstVersion);
+    const decision =
+      state.blockedBy !== undefined ? 'park' : gate(last, envelope.aggregate_version, deps.definition.firstVersion);
     if (decision === 'ignore') {
       results.push({ outcome: 'ignored', drained: 0 });
     } else if (decision === 'park') {

@@ -91,7 +91,12 @@ async function applyOne(deps: StepDeps, event: ValidEvent): Promise<RecordResult
  * An event's first durable retry, in a transaction of its own (scheduleRetry in settle.ts decides between the
  * ledger and the failure store). If even that cannot be written, the consumer holds the event in memory.
  */
-async function scheduleFirstRetry(deps: StepDeps, event: ValidEvent, cause: unknown, code: string): Promise<RecordResult> {
+async function scheduleFirstRetry(
+  deps: StepDeps,
+  event: ValidEvent,
+  cause: unknown,
+  code: string,
+): Promise<RecordResult> {
   const { envelope, record } = event;
   try {
     const settled = await deps.sql.begin((tx) =>

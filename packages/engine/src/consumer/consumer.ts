@@ -214,7 +214,12 @@ export class Consumer {
       },
       (cause: unknown) => {
         this.#log.warn({ err: String(cause), events: batch.length }, 'consume task failed; its events will be retried');
-        const results = batch.map(() => ({ outcome: 'transient' as const, drained: 0, code: 'task_failed', detail: String(cause) }));
+        const results = batch.map(() => ({
+          outcome: 'transient' as const,
+          drained: 0,
+          code: 'task_failed',
+          detail: String(cause),
+        }));
         recordConsumeTask(scope, wire, results, performance.now() - dispatched);
         this.#onResult(batch, { results });
       },
@@ -258,7 +263,13 @@ export class Consumer {
     }
     const delay = this.#policy.delayMs(event.attempt);
     if (event.attempt === 1 || event.attempt % 10 === 0) {
-      const fields = { ...recordLogFields(event.record), attempt: event.attempt, error_code: r.code, err: r.detail, retryInMs: delay };
+      const fields = {
+        ...recordLogFields(event.record),
+        attempt: event.attempt,
+        error_code: r.code,
+        err: r.detail,
+        retryInMs: delay,
+      };
       this.#log.warn(fields, 'transient failure; retrying');
     }
     this.#queues.hold(event, delay, () => this.#pump());
@@ -270,10 +281,16 @@ export class Consumer {
    */
   #logOutcome(record: InboundRecord, r: RecordResult): void {
     if (r.outcome === 'failed') {
-      this.#log.error({ ...recordLogFields(record), error_code: r.code, err: r.detail }, 'event failed for good: in the failure store, its aggregate blocked');
+      this.#log.error(
+        { ...recordLogFields(record), error_code: r.code, err: r.detail },
+        'event failed for good: in the failure store, its aggregate blocked',
+      );
     } else if (r.outcome === 'scheduled') {
       const dueAt = r.retry ? new Date(r.retry.dueAt).toISOString() : undefined;
-      this.#log.warn({ ...recordLogFields(record), error_code: r.code, err: r.detail, attempt: r.retry?.attempt, dueAt }, 'event scheduled for a durable retry');
+      this.#log.warn(
+        { ...recordLogFields(record), error_code: r.code, err: r.detail, attempt: r.retry?.attempt, dueAt },
+        'event scheduled for a durable retry',
+      );
     }
   }
 

@@ -20,12 +20,25 @@ test('defineConsumer refuses bad input loudly, naming the field and the fix', ()
     [{ name: 'a', topics: [], handler }, /topics must be a non-empty list/],
     [{ name: 'a', topics: ['t'], handler: './relative.ts' }, /handler must be an absolute path or a file: URL/],
     [{ name: 'a', topics: ['t'], handler, firstVersion: 'latest' }, /firstVersion must be 'strict'/],
-    [{ name: 'a', topics: ['t'], handler, schemaVersions: { OrderPlaced: [] } }, /schemaVersions.OrderPlaced must be a non-empty list/],
+    [
+      { name: 'a', topics: ['t'], handler, schemaVersions: { OrderPlaced: [] } },
+      /schemaVersions.OrderPlaced must be a non-empty list/,
+    ],
     [{ name: 'a', topics: ['t'], handler, limits: { threads: 0 } }, /limits.threads must be an integer ≥ 1/],
-    [{ name: 'a', topics: ['t'], handler, limits: { maxBatchEvents: 2000 } }, /must not exceed limits.maxInFlightEvents/],
-    [{ name: 'a', topics: ['t'], handler, limits: { maxInFlightBytes: 1024 } }, /must be at least limits.maxEventBytes/],
+    [
+      { name: 'a', topics: ['t'], handler, limits: { maxBatchEvents: 2000 } },
+      /must not exceed limits.maxInFlightEvents/,
+    ],
+    [
+      { name: 'a', topics: ['t'], handler, limits: { maxInFlightBytes: 1024 } },
+      /must be at least limits.maxEventBytes/,
+    ],
   ];
   for (const [input, message] of bad) {
-    assert.throws(() => defineConsumer(input as never), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(input));
+    assert.throws(
+      () => defineConsumer(input as never),
+      (e: unknown) => e instanceof ConfigError && message.test(e.message),
+      JSON.stringify(input),
+    );
   }
 });

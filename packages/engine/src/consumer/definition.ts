@@ -100,35 +100,53 @@ const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
   const where = `consumer "${String(input?.name)}"`;
   if (typeof input?.name !== 'string' || !NAME.test(input.name)) {
-    throw new ConfigError(`consumer name must start with a letter and use only letters, digits and . _ - (at most 100), got ${JSON.stringify(input?.name)}`);
+    throw new ConfigError(
+      `consumer name must start with a letter and use only letters, digits and . _ - (at most 100), got ${JSON.stringify(input?.name)}`,
+    );
   }
-  if (!Array.isArray(input.topics) || input.topics.length === 0 || !input.topics.every((t) => typeof t === 'string' && TOPIC.test(t))) {
-    throw new ConfigError(`${where}: topics must be a non-empty list of Kafka topic names, got ${JSON.stringify(input.topics)}`);
+  if (
+    !Array.isArray(input.topics) ||
+    input.topics.length === 0 ||
+    !input.topics.every((t) => typeof t === 'string' && TOPIC.test(t))
+  ) {
+    throw new ConfigError(
+      `${where}: topics must be a non-empty list of Kafka topic names, got ${JSON.stringify(input.topics)}`,
+    );
   }
   const handler = handlerUrl(input.handler, where);
   const firstVersion = input.firstVersion ?? 'strict';
   if (firstVersion !== 'strict' && firstVersion !== 'adopt') {
-    throw new ConfigError(`${where}: firstVersion must be 'strict' (aggregates start at version 1) or 'adopt' (the first version seen is the baseline), got ${JSON.stringify(firstVersion)}`);
+    throw new ConfigError(
+      `${where}: firstVersion must be 'strict' (aggregates start at version 1) or 'adopt' (the first version seen is the baseline), got ${JSON.stringify(firstVersion)}`,
+    );
   }
   const schemaVersions = input.schemaVersions ?? {};
   for (const [type, versions] of Object.entries(schemaVersions)) {
     if (!Array.isArray(versions) || versions.length === 0 || !versions.every((v) => Number.isInteger(v) && v >= 1)) {
-      throw new ConfigError(`${where}: schemaVersions.${type} must be a non-empty list of integers ≥ 1, got ${JSON.stringify(versions)}`);
+      throw new ConfigError(
+        `${where}: schemaVersions.${type} must be a non-empty list of integers ≥ 1, got ${JSON.stringify(versions)}`,
+      );
     }
   }
   const limits = { ...defaultConsumerLimits, ...(input.limits ?? {}) };
   for (const [key, value] of Object.entries(limits)) {
-    if (!Number.isInteger(value) || value < 1) throw new ConfigError(`${where}: limits.${key} must be an integer ≥ 1, got ${JSON.stringify(value)}`);
+    if (!Number.isInteger(value) || value < 1)
+      throw new ConfigError(`${where}: limits.${key} must be an integer ≥ 1, got ${JSON.stringify(value)}`);
   }
   if (limits.maxBatchEvents > limits.maxInFlightEvents) {
-    throw new ConfigError(`${where}: limits.maxBatchEvents (${limits.maxBatchEvents}) must not exceed limits.maxInFlightEvents (${limits.maxInFlightEvents})`);
+    throw new ConfigError(
+      `${where}: limits.maxBatchEvents (${limits.maxBatchEvents}) must not exceed limits.maxInFlightEvents (${limits.maxInFlightEvents})`,
+    );
   }
   if (limits.maxInFlightBytes < limits.maxEventBytes) {
-    throw new ConfigError(`${where}: limits.maxInFlightBytes (${limits.maxInFlightBytes}) must be at least limits.maxEventBytes (${limits.maxEventBytes}), or one large event could never fit`);
+    throw new ConfigError(
+      `${where}: limits.maxInFlightBytes (${limits.maxInFlightBytes}) must be at least limits.maxEventBytes (${limits.maxEventBytes}), or one large event could never fit`,
+    );
   }
   const retry = retryBudget(input.retry ?? {}, where);
   const groupId = input.groupId ?? `postbox.${input.name}`;
-  if (typeof groupId !== 'string' || groupId.length === 0) throw new ConfigError(`${where}: groupId must be a non-empty string`);
+  if (typeof groupId !== 'string' || groupId.length === 0)
+    throw new ConfigError(`${where}: groupId must be a non-empty string`);
   return {
     name: input.name,
     topics: [...input.topics],
@@ -148,30 +166,49 @@ function retryBudget(input: RetryInput, where: string): RetryBudget {
     maxAttempts: input.maxAttempts ?? d.maxAttempts,
     maxTotalMs: input.maxTotalMs ?? d.maxTotalMs,
     minDelayMs: input.minDelayMs ?? d.minDelayMs,
-    backoff: { baseMs: input.baseMs ?? d.backoff.baseMs, capMs: input.capMs ?? d.backoff.capMs, maxExponent: input.maxExponent ?? d.backoff.maxExponent },
+    backoff: {
+      baseMs: input.baseMs ?? d.backoff.baseMs,
+      capMs: input.capMs ?? d.backoff.capMs,
+      maxExponent: input.maxExponent ?? d.backoff.maxExponent,
+    },
   };
   const fields: Array<[string, number, number]> = [
-    ['maxAttempts', budget.maxAttempts, 1], ['maxTotalMs', budget.maxTotalMs, 0], ['minDelayMs', budget.minDelayMs, 0],
-    ['baseMs', budget.backoff.baseMs, 1], ['capMs', budget.backoff.capMs, 1], ['maxExponent', budget.backoff.maxExponent, 0],
+    ['maxAttempts', budget.maxAttempts, 1],
+    ['maxTotalMs', budget.maxTotalMs, 0],
+    ['minDelayMs', budget.minDelayMs, 0],
+    ['baseMs', budget.backoff.baseMs, 1],
+    ['capMs', budget.backoff.capMs, 1],
+    ['maxExponent', budget.backoff.maxExponent, 0],
   ];
   for (const [key, value, min] of fields) {
-    if (!Number.isInteger(value) || value < min) throw new ConfigError(`${where}: retry.${key} must be an integer ≥ ${min}, got ${JSON.stringify(value)}`);
+    if (!Number.isInteger(value) || value < min)
+      throw new ConfigError(`${where}: retry.${key} must be an integer ≥ ${min}, got ${JSON.stringify(value)}`);
   }
-  if (budget.backoff.capMs < budget.backoff.baseMs) throw new ConfigError(`${where}: retry.capMs (${budget.backoff.capMs}) must be at least retry.baseMs (${budget.backoff.baseMs})`);
+  if (budget.backoff.capMs < budget.backoff.baseMs)
+    throw new ConfigError(
+      `${where}: retry.capMs (${budget.backoff.capMs}) must be at least retry.baseMs (${budget.backoff.baseMs})`,
+    );
   return budget;
 }
 
 function handlerUrl(handler: string | URL, where: string): string {
   if (handler instanceof URL) {
-    if (handler.protocol !== 'file:') throw new ConfigError(`${where}: handler must be a file: URL or an absolute path, got ${handler.href}`);
+    if (handler.protocol !== 'file:')
+      throw new ConfigError(`${where}: handler must be a file: URL or an absolute path, got ${handler.href}`);
     return handler.href;
   }
   if (typeof handler === 'string' && handler.startsWith('file:')) return handler;
   if (typeof handler === 'string' && isAbsolute(handler)) return pathToFileURL(handler).href;
-  throw new ConfigError(`${where}: handler must be an absolute path or a file: URL of a module whose default export is the handler (e.g. new URL('./handler.ts', import.meta.url)), got ${JSON.stringify(handler)}`);
+  throw new ConfigError(
+    `${where}: handler must be an absolute path or a file: URL of a module whose default export is the handler (e.g. new URL('./handler.ts', import.meta.url)), got ${JSON.stringify(handler)}`,
+  );
 }
 
 /** The accepted schema versions of an event type (1 when the type is not listed). */
-export function acceptsSchema(definition: Pick<ConsumerDefinition, 'schemaVersions'>, eventType: string, version: number): boolean {
+export function acceptsSchema(
+  definition: Pick<ConsumerDefinition, 'schemaVersions'>,
+  eventType: string,
+  version: number,
+): boolean {
   return (definition.schemaVersions[eventType] ?? [1]).includes(version);
 }

@@ -33,7 +33,13 @@ export class DurableRetries {
   readonly #counters: ConsumerCounters;
   #reconcileTimer: NodeJS.Timeout | null = null;
 
-  constructor(config: DurableRetryConfig, definition: ConsumerDefinition, executor: ConsumeExecutor, log: Logger, counters: ConsumerCounters) {
+  constructor(
+    config: DurableRetryConfig,
+    definition: ConsumerDefinition,
+    executor: ConsumeExecutor,
+    log: Logger,
+    counters: ConsumerCounters,
+  ) {
     this.#config = config;
     this.#definition = definition;
     this.#executor = executor;
@@ -51,7 +57,14 @@ export class DurableRetries {
     const consumer = this.#definition.name;
     scheduler.start(
       async (job) => {
-        const deps = { sql, consumer, scheduler, budget: this.#definition.retry, definition: this.#definition, run: this.#run };
+        const deps = {
+          sql,
+          consumer,
+          scheduler,
+          budget: this.#definition.retry,
+          definition: this.#definition,
+          run: this.#run,
+        };
         const outcome = await processRetry(deps, job);
         this.#counters.retriesRun[outcome]++;
         recordRetryOutcome(consumer, outcome);
@@ -77,7 +90,10 @@ export class DurableRetries {
   enqueue(job: Omit<RetryJob, 'consumer'>): void {
     failpoint('retry.after-ledger-before-enqueue');
     this.#config.scheduler.schedule({ consumer: this.#definition.name, ...job }).catch((cause: unknown) => {
-      this.#log.warn({ err: String(cause), event_id: job.eventId, attempt: job.attempt }, 'could not enqueue the retry job; reconciliation will');
+      this.#log.warn(
+        { err: String(cause), event_id: job.eventId, attempt: job.attempt },
+        'could not enqueue the retry job; reconciliation will',
+      );
     });
   }
 
@@ -101,7 +117,8 @@ export class DurableRetries {
     return reconcileLedger(this.#config.sql, this.#config.scheduler).then(
       (report) => {
         this.#counters.retriesReconciled += report.reenqueued;
-        if (report.reenqueued > 0) this.#log.warn({ ...report }, 'retry ledger reconciled: jobs were missing and were enqueued again');
+        if (report.reenqueued > 0)
+          this.#log.warn({ ...report }, 'retry ledger reconciled: jobs were missing and were enqueued again');
       },
       (cause: unknown) => this.#log.warn({ err: String(cause) }, 'retry ledger reconciliation failed; will try again'),
     );

@@ -8,7 +8,11 @@ import { PostboxError } from '../errors.ts';
  */
 export class HandlerTimeoutError extends PostboxError {
   constructor(ms: number) {
-    super('handler_timeout', 'transient', `the handler did not finish within ${ms} ms (limits.handlerTimeoutMs); its transaction was rolled back`);
+    super(
+      'handler_timeout',
+      'transient',
+      `the handler did not finish within ${ms} ms (limits.handlerTimeoutMs); its transaction was rolled back`,
+    );
   }
 }
 
@@ -18,7 +22,10 @@ export async function withinTimeout<T>(work: () => Promise<T>, ms: number): Prom
   running.catch(() => {});
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([running, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new HandlerTimeoutError(ms)), ms)))]);
+    return await Promise.race([
+      running,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new HandlerTimeoutError(ms)), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }

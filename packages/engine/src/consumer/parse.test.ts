@@ -4,13 +4,31 @@ import { defineConsumer } from './definition.ts';
 import { parseRecord } from './parse.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 
-const definition = defineConsumer({ name: 'p', topics: ['t'], handler: 'file:///h.ts', schemaVersions: { V2Event: [1, 2] }, limits: { maxEventBytes: 1000, maxInFlightBytes: 100_000 } });
+const definition = defineConsumer({
+  name: 'p',
+  topics: ['t'],
+  handler: 'file:///h.ts',
+  schemaVersions: { V2Event: [1, 2] },
+  limits: { maxEventBytes: 1000, maxInFlightBytes: 100_000 },
+});
 const id = '01900000-0000-7000-8000-000000000001';
 
 function record(change: (r: InboundRecord) => void = () => {}): InboundRecord {
   const r: InboundRecord = {
-    topic: 't', partition: 0, offset: '7', key: 'a-1', value: Buffer.from('{"n":1}'),
-    headers: { ce_id: id, ce_type: 'V2Event', ce_source: 'test', ce_subject: 'a-1', ce_time: '2026-01-01T00:00:00.000Z', ce_aggregateversion: '3', ce_schemaversion: '2' },
+    topic: 't',
+    partition: 0,
+    offset: '7',
+    key: 'a-1',
+    value: Buffer.from('{"n":1}'),
+    headers: {
+      ce_id: id,
+      ce_type: 'V2Event',
+      ce_source: 'test',
+      ce_subject: 'a-1',
+      ce_time: '2026-01-01T00:00:00.000Z',
+      ce_aggregateversion: '3',
+      ce_schemaversion: '2',
+    },
   };
   change(r);
   return r;
@@ -19,7 +37,16 @@ function record(change: (r: InboundRecord) => void = () => {}): InboundRecord {
 test('parseRecord reads a CloudEvents binary-mode record into a validated envelope', () => {
   const parsed = parseRecord(record(), definition);
   assert.ok(parsed.ok);
-  assert.deepEqual(parsed.envelope, { event_id: id, event_type: 'V2Event', schema_version: 2, aggregate_id: 'a-1', aggregate_version: 3, occurred_at: '2026-01-01T00:00:00.000Z', producer: 'test', data: { n: 1 } });
+  assert.deepEqual(parsed.envelope, {
+    event_id: id,
+    event_type: 'V2Event',
+    schema_version: 2,
+    aggregate_id: 'a-1',
+    aggregate_version: 3,
+    occurred_at: '2026-01-01T00:00:00.000Z',
+    producer: 'test',
+    data: { n: 1 },
+  });
 });
 
 test('parseRecord names each kind of poison, keeping what identity it could read', () => {

@@ -5,7 +5,13 @@ import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
 import { acceptsSchema, type ConsumerDefinition } from './definition.ts';
 
 /** Why a record can never be applied as it is. Each code is stored in message_failure.error_code. */
-export type PoisonCode = 'event_too_large' | 'not_utf8' | 'not_json' | 'envelope_invalid' | 'key_mismatch' | 'unknown_schema_version';
+export type PoisonCode =
+  | 'event_too_large'
+  | 'not_utf8'
+  | 'not_json'
+  | 'envelope_invalid'
+  | 'key_mismatch'
+  | 'unknown_schema_version';
 
 export type ParsedRecord =
   | { ok: true; envelope: Envelope }
@@ -42,7 +48,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Reads a CloudEvents binary-mode record (see relay/record.ts) into a validated envelope, or says exactly why
  * not. Checks in order: size, UTF-8, JSON, envelope contract, key = aggregate id, accepted schema version.
  */
-export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>): ParsedRecord {
+export function parseRecord(
+  record: InboundRecord,
+  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>,
+): ParsedRecord {
   const h = record.headers;
   const poison = (code: PoisonCode, detail: string, envelope?: Envelope): ParsedRecord => {
     const version = Number(envelope?.aggregate_version ?? h.ce_aggregateversion);
@@ -59,7 +68,8 @@ export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefi
   };
   const value = record.value;
   const size = value?.length ?? 0;
-  if (size > definition.limits.maxEventBytes) return poison('event_too_large', `value is ${size} bytes, over maxEventBytes ${definition.limits.maxEventBytes}`);
+  if (size > definition.limits.maxEventBytes)
+    return poison('event_too_large', `value is ${size} bytes, over maxEventBytes ${definition.limits.maxEventBytes}`);
   if (!value || size === 0) return poison('not_json', 'the record has no value');
   let text: string;
   try {
@@ -93,11 +103,19 @@ export function parseRecord(record: InboundRecord, definition: Pick<ConsumerDefi
     throw cause;
   }
   if (record.key !== envelope.aggregate_id) {
-    return poison('key_mismatch', `record key ${JSON.stringify(record.key)} is not the aggregate id ${JSON.stringify(envelope.aggregate_id)}`, envelope);
+    return poison(
+      'key_mismatch',
+      `record key ${JSON.stringify(record.key)} is not the aggregate id ${JSON.stringify(envelope.aggregate_id)}`,
+      envelope,
+    );
   }
   if (!acceptsSchema(definition, envelope.event_type, envelope.schema_version)) {
     const accepted = definition.schemaVersions[envelope.event_type] ?? [1];
-    return poison('unknown_schema_version', `${envelope.event_type} schema_version ${envelope.schema_version} is not accepted (accepted: ${accepted.join(', ')})`, envelope);
+    return poison(
+      'unknown_schema_version',
+      `${envelope.event_type} schema_version ${envelope.schema_version} is not accepted (accepted: ${accepted.join(', ')})`,
+      envelope,
+    );
   }
   return { ok: true, envelope };
 }

@@ -145,7 +145,12 @@ export async function scheduleRetry(
   });
   const traceparent = deps.spans.traceparentOf(envelope.event_id);
   return {
-    retry: { eventId: envelope.event_id, attempt: attempt + 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) },
+    retry: {
+      eventId: envelope.event_id,
+      attempt: attempt + 1,
+      dueAt: dueAt.getTime(),
+      ...(traceparent ? { traceparent } : {}),
+    },
   };
 }
 

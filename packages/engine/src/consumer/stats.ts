@@ -63,7 +63,19 @@ export class ConsumerCounters {
     this.drained += drained;
   }
 
-  snapshot(): Omit<ConsumerStats, 'consumer' | 'state' | 'tasksRunning' | 'assigned' | 'commits' | 'paused' | 'inFlightEvents' | 'inFlightBytes' | 'lag' | 'totalLag'> {
+  snapshot(): Omit<
+    ConsumerStats,
+    | 'consumer'
+    | 'state'
+    | 'tasksRunning'
+    | 'assigned'
+    | 'commits'
+    | 'paused'
+    | 'inFlightEvents'
+    | 'inFlightBytes'
+    | 'lag'
+    | 'totalLag'
+  > {
     return {
       received: this.received,
       applied: this.applied,

@@ -19,7 +19,10 @@ test('gate: old versions are ignored, the next is applied, future ones are parke
 
 test('gate: with nothing applied, strict applies only version 1 and parks the rest; adopt applies anything', () => {
   fc.assert(
-    fc.property(version, (v) => gate(undefined, v, 'strict') === (v === 1 ? 'apply' : 'park') && gate(undefined, v, 'adopt') === 'apply'),
+    fc.property(
+      version,
+      (v) => gate(undefined, v, 'strict') === (v === 1 ? 'apply' : 'park') && gate(undefined, v, 'adopt') === 'apply',
+    ),
   );
   assert.equal(expectedVersion(undefined), 1);
 });
@@ -27,7 +30,12 @@ test('gate: with nothing applied, strict applies only version 1 and parks the re
 test('gate: feeding any permutation of 1..n through the gate with a parked set applies exactly 1..n in order', () => {
   fc.assert(
     fc.property(
-      fc.integer({ min: 1, max: 40 }).chain((n) => fc.shuffledSubarray([...Array(n).keys()].map((i) => i + 1), { minLength: n, maxLength: n })),
+      fc.integer({ min: 1, max: 40 }).chain((n) =>
+        fc.shuffledSubarray(
+          [...Array(n).keys()].map((i) => i + 1),
+          { minLength: n, maxLength: n },
+        ),
+      ),
       fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 10 }),
       (order, redeliveries) => {
         let last: number | undefined;
@@ -46,7 +54,10 @@ test('gate: feeding any permutation of 1..n through the gate with a parked set a
             applied.push(last);
           }
         }
-        assert.deepEqual(applied, [...Array(n).keys()].map((i) => i + 1));
+        assert.deepEqual(
+          applied,
+          [...Array(n).keys()].map((i) => i + 1),
+        );
         // Redelivered versions are ignored; nothing stays parked.
         return parked.size === 0;
       },

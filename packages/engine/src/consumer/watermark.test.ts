@@ -35,22 +35,27 @@ test('watermark: the committable offset is one past the longest settled prefix, 
 
 test('watermark: settling everything in any order commits one past the last offset; it never moves backwards', () => {
   fc.assert(
-    fc.property(scenario.chain(([o]) => fc.tuple(fc.constant(o), fc.shuffledSubarray(o, { minLength: o.length, maxLength: o.length }))), ([offsets, order]) => {
-      const w = new Watermark();
-      let previous = -1n;
-      let next = 0;
-      // Interleave tracking and settling: an offset settles only after it was tracked.
-      for (const o of order) {
-        while (next < offsets.length && offsets[next]! <= o) w.track(offsets[next++]!);
-        w.settle(o);
-        const c = w.committable();
-        if (c !== null) {
-          assert.ok(c >= previous);
-          previous = c;
+    fc.property(
+      scenario.chain(([o]) =>
+        fc.tuple(fc.constant(o), fc.shuffledSubarray(o, { minLength: o.length, maxLength: o.length })),
+      ),
+      ([offsets, order]) => {
+        const w = new Watermark();
+        let previous = -1n;
+        let next = 0;
+        // Interleave tracking and settling: an offset settles only after it was tracked.
+        for (const o of order) {
+          while (next < offsets.length && offsets[next]! <= o) w.track(offsets[next++]!);
+          w.settle(o);
+          const c = w.committable();
+          if (c !== null) {
+            assert.ok(c >= previous);
+            previous = c;
+          }
         }
-      }
-      assert.equal(w.committable(), offsets[offsets.length - 1]! + 1n);
-    }),
+        assert.equal(w.committable(), offsets[offsets.length - 1]! + 1n);
+      },
+    ),
   );
 });
 

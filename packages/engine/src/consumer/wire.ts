@@ -57,7 +57,16 @@ export function encodeTask(records: WireRecord[], durable = false): ConsumeTask 
       values.set(r.value, at);
       at += r.value.length;
     }
-    meta.push([r.topic, r.partition, r.offset, r.key, r.headers, r.value ? r.value.length : -1, r.attempt, r.retry ? 1 : 0]);
+    meta.push([
+      r.topic,
+      r.partition,
+      r.offset,
+      r.key,
+      r.headers,
+      r.value ? r.value.length : -1,
+      r.attempt,
+      r.retry ? 1 : 0,
+    ]);
   }
   return { meta: JSON.stringify(meta), values, durable };
 }

@@ -36,7 +36,14 @@ export interface ConsumerBacklog {
 
 export interface BacklogReport {
   at: Date;
-  outbox: { pending: number; publishing: number; failed: number; oldestPendingAgeMs: number | null; publishRate: number | null; topics: TopicBacklog[] };
+  outbox: {
+    pending: number;
+    publishing: number;
+    failed: number;
+    oldestPendingAgeMs: number | null;
+    publishRate: number | null;
+    topics: TopicBacklog[];
+  };
   consumers: ConsumerBacklog[];
   /** Why broker figures (lag, rates) are missing, or null. */
   brokerError: string | null;
@@ -72,7 +79,9 @@ export class BacklogMonitor {
     if (this.#timer) return;
     const sample = () => {
       if (this.#sampling) return; // one sample at a time: a slow database does not pile them up
-      this.#sampling = this.report().catch(() => {}).finally(() => (this.#sampling = null));
+      this.#sampling = this.report()
+        .catch(() => {})
+        .finally(() => (this.#sampling = null));
     };
     this.#timer = setInterval(sample, intervalMs);
     this.#timer.unref();
@@ -87,17 +96,25 @@ export class BacklogMonitor {
   }
 
   async report(): Promise<BacklogReport> {
-    const [byTopic, counts, registered] = await Promise.all([outboxByTopic(this.#o.sql), consumerCounts(this.#o.sql), listConsumers(this.#o.sql)]);
+    const [byTopic, counts, registered] = await Promise.all([
+      outboxByTopic(this.#o.sql),
+      consumerCounts(this.#o.sql),
+      listConsumers(this.#o.sql),
+    ]);
     const now = Date.now();
-    const outboxTopics = [...new Set([...(this.#o.topics ?? []), ...byTopic.map((t) => t.topic), ...registered.flatMap((c) => c.topics)])].sort();
+    const outboxTopics = [
+      ...new Set([...(this.#o.topics ?? []), ...byTopic.map((t) => t.topic), ...registered.flatMap((c) => c.topics)]),
+    ].sort();
     let brokerError: string | null = null;
     const ends = new Map<string, PartitionPosition[]>();
     try {
-      for (const p of await this.#o.offsets.positions(null, outboxTopics)) ends.set(p.topic, [...(ends.get(p.topic) ?? []), p]);
+      for (const p of await this.#o.offsets.positions(null, outboxTopics))
+        ends.set(p.topic, [...(ends.get(p.topic) ?? []), p]);
     } catch (cause) {
       brokerError = (cause as Error).message;
     }
-    for (const [topic, parts] of ends) window(this.#topicEnds, topic, this.#o.rateWindowMs).add(now, sumBig(parts.map((p) => p.high)));
+    for (const [topic, parts] of ends)
+      window(this.#topicEnds, topic, this.#o.rateWindowMs).add(now, sumBig(parts.map((p) => p.high)));
     const rateOf = (topics: string[]) => {
       const rates = topics.map((t) => this.#topicEnds.get(t)?.perSecond() ?? null);
       return rates.some((r) => r === null) || rates.length === 0 ? null : rates.reduce((a, b) => a! + b!, 0);
@@ -111,8 +128,14 @@ export class BacklogMonitor {
       let partitions: PartitionBacklog[] = [];
       if (reg && brokerError === null) {
         try {
-          partitions = (await this.#o.offsets.positions(reg.group_id, reg.topics)).map((p) => ({ ...p, lag: lagOf(p) }));
-          window(this.#committed, name, this.#o.rateWindowMs).add(now, sumBig(partitions.map((p) => p.committed ?? '0')));
+          partitions = (await this.#o.offsets.positions(reg.group_id, reg.topics)).map((p) => ({
+            ...p,
+            lag: lagOf(p),
+          }));
+          window(this.#committed, name, this.#o.rateWindowMs).add(
+            now,
+            sumBig(partitions.map((p) => p.committed ?? '0')),
+          );
         } catch (cause) {
           brokerError = (cause as Error).message;
         }
@@ -121,12 +144,27 @@ export class BacklogMonitor {
       const consumeRate = this.#committed.get(name)?.perSecond() ?? null;
       const produceRate = reg ? rateOf(reg.topics) : null;
       consumers.push({
-        consumer: name, groupId: reg?.group_id ?? null, topics: reg?.topics ?? [], partitions, lag, consumeRate, produceRate,
-        retriesWaiting: c?.retries_waiting ?? 0, parked: c?.parked ?? 0, blockedAggregates: c?.blocked ?? 0, failures: c?.failures ?? 0,
+        consumer: name,
+        groupId: reg?.group_id ?? null,
+        topics: reg?.topics ?? [],
+        partitions,
+        lag,
+        consumeRate,
+        produceRate,
+        retriesWaiting: c?.retries_waiting ?? 0,
+        parked: c?.parked ?? 0,
+        blockedAggregates: c?.blocked ?? 0,
+        failures: c?.failures ?? 0,
         drainSeconds: partitions.length === 0 ? null : drainSeconds(lag, consumeRate, produceRate),
       });
     }
-    const topics = byTopic.map((t) => ({ topic: t.topic, pending: t.pending, publishing: t.publishing, failed: t.failed, oldestPendingAgeMs: t.oldest_pending_ms }));
+    const topics = byTopic.map((t) => ({
+      topic: t.topic,
+      pending: t.pending,
+      publishing: t.publishing,
+      failed: t.failed,
+      oldestPendingAgeMs: t.oldest_pending_ms,
+    }));
     const ages = topics.map((t) => t.oldestPendingAgeMs).filter((a): a is number => a !== null);
     return {
       at: new Date(now),

@@ -1,5 +1,10 @@
 import type { Queryable } from '../db/connect.ts';
-import { consumerEventRows, readOutboxEvent, type ConsumerEventRow, type OutboxEventRow } from '../queries/event-status.ts';
+import {
+  consumerEventRows,
+  readOutboxEvent,
+  type ConsumerEventRow,
+  type OutboxEventRow,
+} from '../queries/event-status.ts';
 
 export type ConsumerEventState = 'pending' | 'applied' | 'duplicate' | 'parked' | 'retrying' | 'failed' | 'skipped';
 
@@ -32,7 +37,14 @@ export async function eventStatus(sql: Queryable, eventId: string): Promise<Even
   const outbox = (await readOutboxEvent(sql, eventId)) ?? null;
   const rows = await consumerEventRows(sql, eventId, outbox?.aggregate_id ?? null);
   const consumers = rows
-    .filter((r) => outbox === null || r.topics === null || r.topics.includes(outbox.topic) || r.processed_at !== null || r.failure_id !== null)
+    .filter(
+      (r) =>
+        outbox === null ||
+        r.topics === null ||
+        r.topics.includes(outbox.topic) ||
+        r.processed_at !== null ||
+        r.failure_id !== null,
+    )
     .map(toStatus)
     .filter((s) => outbox !== null || s.state !== 'pending');
   if (outbox === null && consumers.length === 0) return null;
@@ -40,7 +52,9 @@ export async function eventStatus(sql: Queryable, eventId: string): Promise<Even
 }
 
 /** The stage a consumer reached, from the rows each stage leaves (most pressing first). */
-export function consumerState(r: Pick<ConsumerEventRow, 'failure_status' | 'retry_status' | 'parked_at' | 'processed_at' | 'duplicate_deliveries'>): ConsumerEventState {
+export function consumerState(
+  r: Pick<ConsumerEventRow, 'failure_status' | 'retry_status' | 'parked_at' | 'processed_at' | 'duplicate_deliveries'>,
+): ConsumerEventState {
   if (r.failure_status === 'open' || r.failure_status === 'expired') return 'failed';
   if (r.retry_status === 'scheduled') return 'retrying';
   if (r.parked_at !== null) return 'parked';

@@ -12,7 +12,10 @@ export type Probe = () => Promise<unknown>;
  * Readiness: every dependency answers within its timeout. Probes run at once; a slow one is reported as
  * failed at its timeout, not waited for.
  */
-export async function checkHealth(probes: Record<string, Probe>, timeoutMs = 2000): Promise<{ ready: boolean; checks: HealthCheck[] }> {
+export async function checkHealth(
+  probes: Record<string, Probe>,
+  timeoutMs = 2000,
+): Promise<{ ready: boolean; checks: HealthCheck[] }> {
   const checks = await Promise.all(
     Object.entries(probes).map(async ([name, probe]): Promise<HealthCheck> => {
       const started = performance.now();

@@ -42,9 +42,14 @@ test('drain estimate: backlog over the net rate, null when not draining', () => 
   assert.equal(drainSeconds(1000, null, 100), null);
   assert.equal(drainSeconds(0, null, null), 0);
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 1e9 }), fc.integer({ min: 0, max: 1e6 }), fc.integer({ min: 0, max: 1e6 }), (b, c, p) => {
-      const d = drainSeconds(b, c, p);
-      return c > p ? d !== null && d > 0 && Math.abs(d * (c - p) - b) <= 1e-6 * b : d === null;
-    }),
+    fc.property(
+      fc.integer({ min: 1, max: 1e9 }),
+      fc.integer({ min: 0, max: 1e6 }),
+      fc.integer({ min: 0, max: 1e6 }),
+      (b, c, p) => {
+        const d = drainSeconds(b, c, p);
+        return c > p ? d !== null && d > 0 && Math.abs(d * (c - p) - b) <= 1e-6 * b : d === null;
+      },
+    ),
   );
 });

@@ -31,11 +31,26 @@ export async function retryNow(sql: Sql, scheduler: RetryScheduler, request: Ret
                                            WHERE consumer_name = ${request.consumer} AND event_id = ${request.eventId}) AS before`;
     if (!r) throw new NotFoundError(`no scheduled retry of event ${request.eventId} for consumer ${request.consumer}`);
     const auditId = await insertAudit(tx, {
-      actor: request.actor, action: 'retry.now', reason: request.reason, target: `consumer:${request.consumer}/event:${request.eventId}`,
-      before: { attempt: r.attempt, next_attempt_at: r.before }, after: { next_attempt_at: r.next_attempt_at },
+      actor: request.actor,
+      action: 'retry.now',
+      reason: request.reason,
+      target: `consumer:${request.consumer}/event:${request.eventId}`,
+      before: { attempt: r.attempt, next_attempt_at: r.before },
+      after: { next_attempt_at: r.next_attempt_at },
     });
     return { ...r, auditId };
   });
-  await scheduler.schedule({ consumer: request.consumer, eventId: request.eventId, attempt: row.attempt, dueAt: row.next_attempt_at.getTime() });
-  return { consumer: request.consumer, eventId: request.eventId, attempt: row.attempt, dueAt: row.next_attempt_at, auditId: row.auditId };
+  await scheduler.schedule({
+    consumer: request.consumer,
+    eventId: request.eventId,
+    attempt: row.attempt,
+    dueAt: row.next_attempt_at.getTime(),
+  });
+  return {
+    consumer: request.consumer,
+    eventId: request.eventId,
+    attempt: row.attempt,
+    dueAt: row.next_attempt_at,
+    auditId: row.auditId,
+  };
 }

@@ -31,7 +31,10 @@ export async function skipEvent(sql: Sql, scheduler: RetryScheduler | null, requ
   if (!request.reason.trim()) throw new ConfigError('skip needs a reason (it is written to the audit log)');
   const outcome = await sql.begin(async (tx) => {
     const target = await lockSkipTarget(tx, request.consumer, request.eventId);
-    if (!target) throw new NotFoundError(`no open failure or scheduled retry of event ${request.eventId} for consumer ${request.consumer}`);
+    if (!target)
+      throw new NotFoundError(
+        `no open failure or scheduled retry of event ${request.eventId} for consumer ${request.consumer}`,
+      );
     if (target.last_version !== null && target.aggregate_version > target.last_version + 1) {
       throw new ActionRefusedError(
         'not_at_head',
@@ -42,26 +45,57 @@ export async function skipEvent(sql: Sql, scheduler: RetryScheduler | null, requ
     const next = await takeParkedSuccessor(tx, request.consumer, target.aggregate_id, target.aggregate_version);
     let dueAt: Date | null = null;
     if (next) {
-      if (!scheduler) throw new ConfigError('skipping an event with parked successors needs the retry scheduler (REDIS_URL)');
+      if (!scheduler)
+        throw new ConfigError('skipping an event with parked successors needs the retry scheduler (REDIS_URL)');
       dueAt = await scheduleRetry(tx, {
-        consumer: request.consumer, eventId: next.event_id, aggregateId: target.aggregate_id, aggregateVersion: target.aggregate_version + 1,
-        topic: next.topic, record: next.record, attempt: 1, delayMs: 0, deadline: null, errorCode: 'skip',
-        error: `resumed after ${request.actor} skipped ${request.eventId}`, resetBudget: true,
+        consumer: request.consumer,
+        eventId: next.event_id,
+        aggregateId: target.aggregate_id,
+        aggregateVersion: target.aggregate_version + 1,
+        topic: next.topic,
+        record: next.record,
+        attempt: 1,
+        delayMs: 0,
+        deadline: null,
+        errorCode: 'skip',
+        error: `resumed after ${request.actor} skipped ${request.eventId}`,
+        resetBudget: true,
       });
     }
     const auditId = await insertAudit(tx, {
-      actor: request.actor, action: 'event.skip', reason: request.reason, target: `consumer:${request.consumer}/event:${request.eventId}`,
-      before: { aggregate_id: target.aggregate_id, aggregate_version: target.aggregate_version, last_version: target.last_version, failure_id: target.failure_id, retry_scheduled: target.retry_scheduled },
-      after: { last_version: Math.max(target.last_version ?? 0, target.aggregate_version), resumed_event_id: next?.event_id ?? null },
+      actor: request.actor,
+      action: 'event.skip',
+      reason: request.reason,
+      target: `consumer:${request.consumer}/event:${request.eventId}`,
+      before: {
+        aggregate_id: target.aggregate_id,
+        aggregate_version: target.aggregate_version,
+        last_version: target.last_version,
+        failure_id: target.failure_id,
+        retry_scheduled: target.retry_scheduled,
+      },
+      after: {
+        last_version: Math.max(target.last_version ?? 0, target.aggregate_version),
+        resumed_event_id: next?.event_id ?? null,
+      },
     });
     return { target, next, dueAt, auditId };
   });
   // After commit: the job is only the alarm clock; if this enqueue fails, reconciliation re-enqueues from the ledger.
   if (outcome.next && outcome.dueAt && scheduler) {
-    await scheduler.schedule({ consumer: request.consumer, eventId: outcome.next.event_id, attempt: 1, dueAt: outcome.dueAt.getTime() });
+    await scheduler.schedule({
+      consumer: request.consumer,
+      eventId: outcome.next.event_id,
+      attempt: 1,
+      dueAt: outcome.dueAt.getTime(),
+    });
   }
   return {
-    consumer: request.consumer, eventId: request.eventId, aggregateId: outcome.target.aggregate_id, skippedVersion: outcome.target.aggregate_version,
-    resumedEventId: outcome.next?.event_id ?? null, auditId: outcome.auditId,
+    consumer: request.consumer,
+    eventId: request.eventId,
+    aggregateId: outcome.target.aggregate_id,
+    skippedVersion: outcome.target.aggregate_version,
+    resumedEventId: outcome.next?.event_id ?? null,
+    auditId: outcome.auditId,
   };
 }

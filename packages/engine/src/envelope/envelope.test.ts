@@ -55,7 +55,10 @@ test('each invalid field is named with its rule', () => {
     const issues = issuesOf({ ...valid(), [field]: value });
     const where = `${field}=${JSON.stringify(value)}: ${JSON.stringify(issues)}`;
     assert.ok(issues.length >= 1 && issues.every((i) => i.path === field), where);
-    assert.ok(issues.some((i) => rule.test(i.rule)), where);
+    assert.ok(
+      issues.some((i) => rule.test(i.rule)),
+      where,
+    );
   }
 });
 
@@ -73,7 +76,10 @@ test('encodeData serializes data once and enforces the size limit including attr
   const e = valid();
   assert.equal(encodeData(e).toString('utf8'), '{"amount":10}');
   const big = { ...e, data: 'x'.repeat(2000) };
-  assert.throws(() => encodeData(big, 1500), (err: unknown) => err instanceof EnvelopeTooLargeError && err.limit === 1500 && err.bytes > 2000);
+  assert.throws(
+    () => encodeData(big, 1500),
+    (err: unknown) => err instanceof EnvelopeTooLargeError && err.limit === 1500 && err.bytes > 2000,
+  );
   assert.ok(encodeData(big, 4096).length > 2000);
 });
 

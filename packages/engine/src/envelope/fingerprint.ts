@@ -16,7 +16,13 @@ export interface FingerprintInput {
 export function fingerprint(record: FingerprintInput): Buffer {
   const h = record.headers;
   const hash = createHash('sha256');
-  for (const part of [record.key ?? '\u0000', h.ce_type ?? '', h.ce_schemaversion ?? '', h.ce_subject ?? '', h.ce_aggregateversion ?? '']) {
+  for (const part of [
+    record.key ?? '\u0000',
+    h.ce_type ?? '',
+    h.ce_schemaversion ?? '',
+    h.ce_subject ?? '',
+    h.ce_aggregateversion ?? '',
+  ]) {
     hash.update(part);
     hash.update('\u0000');
   }

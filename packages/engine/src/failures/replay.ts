@@ -2,7 +2,13 @@ import type { Sql } from '../db/connect.ts';
 import { newEventId } from '../envelope/event-id.ts';
 import { ConfigError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
-import { aggregateState, listFailures, readFailure, type FailureDetail, type FailureFilter } from '../queries/failure-list.ts';
+import {
+  aggregateState,
+  listFailures,
+  readFailure,
+  type FailureDetail,
+  type FailureFilter,
+} from '../queries/failure-list.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { storeRecord } from '../consumer/stored-record.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
@@ -52,11 +58,17 @@ export interface ReplayItem {
 }
 
 /** `schedulerFor` gives the retry scheduler of a consumer (each consumer has its own queue); null for a dry run. */
-export async function replayFailures(sql: Sql, schedulerFor: ((consumer: string) => RetryScheduler) | null, request: ReplayRequest): Promise<ReplayItem[]> {
+export async function replayFailures(
+  sql: Sql,
+  schedulerFor: ((consumer: string) => RetryScheduler) | null,
+  request: ReplayRequest,
+): Promise<ReplayItem[]> {
   const limit = request.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ConfigError(`replay limit must be 1…1000, got ${limit}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new ConfigError(`replay limit must be 1…1000, got ${limit}`);
   if (!request.reason?.trim()) throw new ConfigError('replay needs a reason (it is written to the audit log)');
-  if (!request.dryRun && !schedulerFor) throw new ConfigError('replay needs the retry scheduler (REDIS_URL) unless it is a dry run');
+  if (!request.dryRun && !schedulerFor)
+    throw new ConfigError('replay needs the retry scheduler (REDIS_URL) unless it is a dry run');
   const rate = request.ratePerSecond ?? 20;
   const candidates = await listFailures(sql, { status: 'open', ...request.filter }, limit, null);
   if (request.editedData !== undefined && candidates.length !== 1) {
@@ -64,7 +76,11 @@ export async function replayFailures(sql: Sql, schedulerFor: ((consumer: string)
   }
   // One span for the operator's action, a child of their request; each replayed event is a link to its creation,
   // and each scheduled retry links back here, so the replay is found from either side.
-  const attributes = { [POSTBOX_ATTR.dryRun]: request.dryRun, [POSTBOX_ATTR.actor]: request.actor, [ATTR.batchCount]: candidates.length };
+  const attributes = {
+    [POSTBOX_ATTR.dryRun]: request.dryRun,
+    [POSTBOX_ATTR.actor]: request.actor,
+    [ATTR.batchCount]: candidates.length,
+  };
   return inSpan('replay', { attributes }, async (span) => {
     const items: ReplayItem[] = [];
     let slot = 0;
@@ -83,29 +99,74 @@ export async function replayFailures(sql: Sql, schedulerFor: ((consumer: string)
         continue;
       }
       const delayMs = Math.round((slot++ * 1000) / rate);
-      items.push(await scheduleReplay(sql, schedulerFor!(failure.consumer_name), failure, check, request, delayMs, activeTraceparent(span)));
+      items.push(
+        await scheduleReplay(
+          sql,
+          schedulerFor!(failure.consumer_name),
+          failure,
+          check,
+          request,
+          delayMs,
+          activeTraceparent(span),
+        ),
+      );
     }
-    if (span.isRecording()) span.setAttribute('postbox.replay.scheduled', items.filter((i) => i.verdict === 'scheduled').length);
+    if (span.isRecording())
+      span.setAttribute('postbox.replay.scheduled', items.filter((i) => i.verdict === 'scheduled').length);
     return items;
   });
 }
 
 async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
-  const base = { failureId: f.failure_id, consumer: f.consumer_name, eventId: f.event_id, aggregateId: f.aggregate_id, aggregateVersion: f.aggregate_version };
-  if (f.status !== 'open' && f.status !== 'expired') return { ...base, verdict: 'not_replayable', detail: `failure is ${f.status}` };
+  const base = {
+    failureId: f.failure_id,
+    consumer: f.consumer_name,
+    eventId: f.event_id,
+    aggregateId: f.aggregate_id,
+    aggregateVersion: f.aggregate_version,
+  };
+  if (f.status !== 'open' && f.status !== 'expired')
+    return { ...base, verdict: 'not_replayable', detail: `failure is ${f.status}` };
   if (!f.event_id || !f.aggregate_id || f.aggregate_version === null || !f.topic) {
-    return { ...base, verdict: 'not_replayable', detail: `${f.error_code}: the bytes were never a valid event; fix the producer (the row stays for the record)` };
+    return {
+      ...base,
+      verdict: 'not_replayable',
+      detail: `${f.error_code}: the bytes were never a valid event; fix the producer (the row stays for the record)`,
+    };
   }
-  if (f.payload_purged_at) return { ...base, verdict: 'not_replayable', detail: `the payload was removed by retention at ${f.payload_purged_at.toISOString()}` };
+  if (f.payload_purged_at)
+    return {
+      ...base,
+      verdict: 'not_replayable',
+      detail: `the payload was removed by retention at ${f.payload_purged_at.toISOString()}`,
+    };
   const state = await aggregateState(sql, f.consumer_name, f.aggregate_id);
   const last = state.last_version ?? 0;
   const parked = state.parked > 0 ? `, ${state.parked} parked version(s) would drain after it` : '';
-  if (f.aggregate_version <= last) return { ...base, verdict: 'would_ignore', detail: `consumer is at version ${last}: already past ${f.aggregate_version}` };
-  if (f.aggregate_version === last + 1) return { ...base, verdict: 'would_apply', detail: `consumer is at version ${last}${parked}` };
-  return { ...base, verdict: 'would_park', detail: `consumer is at version ${last}: version ${last + 1} is still missing` };
+  if (f.aggregate_version <= last)
+    return {
+      ...base,
+      verdict: 'would_ignore',
+      detail: `consumer is at version ${last}: already past ${f.aggregate_version}`,
+    };
+  if (f.aggregate_version === last + 1)
+    return { ...base, verdict: 'would_apply', detail: `consumer is at version ${last}${parked}` };
+  return {
+    ...base,
+    verdict: 'would_park',
+    detail: `consumer is at version ${last}: version ${last + 1} is still missing`,
+  };
 }
 
-async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDetail, check: ReplayItem, request: ReplayRequest, delayMs: number, traceparent: string | undefined): Promise<ReplayItem> {
+async function scheduleReplay(
+  sql: Sql,
+  scheduler: RetryScheduler,
+  f: FailureDetail,
+  check: ReplayItem,
+  request: ReplayRequest,
+  delayMs: number,
+  traceparent: string | undefined,
+): Promise<ReplayItem> {
   const headers = { ...(f.headers ?? {}) };
   let value = f.payload;
   let eventId = f.event_id!;
@@ -115,7 +176,14 @@ async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDet
     headers.ce_id = eventId;
     value = Buffer.from(JSON.stringify(request.editedData), 'utf8');
   }
-  const record = storeRecord({ topic: f.topic!, partition: f.broker_partition ?? -1, offset: f.broker_offset ?? '-1', key: f.aggregate_id, headers, value });
+  const record = storeRecord({
+    topic: f.topic!,
+    partition: f.broker_partition ?? -1,
+    offset: f.broker_offset ?? '-1',
+    key: f.aggregate_id,
+    headers,
+    value,
+  });
   const dueAt = await sql.begin(async (tx) => {
     const locked = await readFailure(tx, f.failure_id, true);
     if (!locked || (locked.status !== 'open' && locked.status !== 'expired')) return null;
@@ -138,13 +206,26 @@ async function scheduleReplay(sql: Sql, scheduler: RetryScheduler, f: FailureDet
       action: request.editedData === undefined ? 'failure.replay' : 'failure.replay_edited',
       reason: request.reason,
       target: `failure:${f.failure_id}`,
-      before: { failure_id: f.failure_id, status: f.status, error_code: f.error_code, attempts: f.attempts, event_id: f.event_id, check: check.detail },
+      before: {
+        failure_id: f.failure_id,
+        status: f.status,
+        error_code: f.error_code,
+        attempts: f.attempts,
+        event_id: f.event_id,
+        check: check.detail,
+      },
       after: { scheduled_at: at, event_id: eventId, replaces_event_id: eventId === f.event_id ? null : f.event_id },
     });
     return at;
   });
   if (!dueAt) return { ...check, verdict: 'not_replayable', detail: 'failure changed while replaying' };
   failpoint('replay.mid-batch');
-  await scheduler.schedule({ consumer: f.consumer_name, eventId, attempt: 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) });
+  await scheduler.schedule({
+    consumer: f.consumer_name,
+    eventId,
+    attempt: 1,
+    dueAt: dueAt.getTime(),
+    ...(traceparent ? { traceparent } : {}),
+  });
   return { ...check, verdict: 'scheduled', replayEventId: eventId, dueAt, detail: check.detail };
 }

@@ -36,12 +36,16 @@ const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
 export const defaultMigrationsDirectory = fileURLToPath(new URL('../../../../migrations', import.meta.url));
 
-export async function readMigrations(directory = defaultMigrationsDirectory, scope = 'postbox'): Promise<MigrationFile[]> {
+export async function readMigrations(
+  directory = defaultMigrationsDirectory,
+  scope = 'postbox',
+): Promise<MigrationFile[]> {
   const names = (await readdir(directory)).filter((n) => n.endsWith('.sql')).sort();
   const files: MigrationFile[] = [];
   for (const fileName of names) {
     const match = FILE.exec(fileName);
-    if (!match) throw new PostboxError('migration_name', 'permanent', `migration file "${fileName}" must be named NNNN_name.sql`);
+    if (!match)
+      throw new PostboxError('migration_name', 'permanent', `migration file "${fileName}" must be named NNNN_name.sql`);
     const text = await readFile(`${directory}/${fileName}`, 'utf8');
     files.push({
       version: Number(match[1]),
@@ -55,7 +59,11 @@ export async function readMigrations(directory = defaultMigrationsDirectory, sco
   for (const f of files) {
     while (retired.has(expected)) expected++;
     if (f.version !== expected) {
-      throw new PostboxError('migration_gap', 'permanent', `migration ${f.version}_${f.name} breaks the sequence: expected ${expected}`);
+      throw new PostboxError(
+        'migration_gap',
+        'permanent',
+        `migration ${f.version}_${f.name} breaks the sequence: expected ${expected}`,
+      );
     }
     expected++;
   }
@@ -93,13 +101,19 @@ export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<n
       try {
         await tx.unsafe(file.text).simple();
       } catch (cause) {
-        throw new PostboxError('migration_failed', 'permanent', `${scope} migration ${file.version}_${file.name} failed: ${(cause as Error).message}`, { cause });
+        throw new PostboxError(
+          'migration_failed',
+          'permanent',
+          `${scope} migration ${file.version}_${file.name} failed: ${(cause as Error).message}`,
+          { cause },
+        );
       }
       await tx`INSERT INTO postbox_migration (scope, version, name, checksum) VALUES (${scope}, ${file.version}, ${file.name}, ${file.checksum})`;
       done.push(file);
     }
   });
-  for (const f of done) log(`applied ${scope === 'postbox' ? '' : `${scope} `}${String(f.version).padStart(4, '0')}_${f.name}`);
+  for (const f of done)
+    log(`applied ${scope === 'postbox' ? '' : `${scope} `}${String(f.version).padStart(4, '0')}_${f.name}`);
   if (done.length === 0) log(`${scope === 'postbox' ? '' : `${scope} `}up to date (${files.length} migrations)`);
   return done.map((f) => f.version);
 }

@@ -22,7 +22,11 @@ export interface IdempotentResult<T> {
  * IdempotencyConflictError. A concurrent first attempt holds the key's row lock until it commits, so the repeat
  * waits for it and then sees its result. `fn`'s result must be JSON.
  */
-export async function idempotent<T>(tx: Tx, command: IdempotentCommand, fn: (tx: Tx) => Promise<T>): Promise<IdempotentResult<T>> {
+export async function idempotent<T>(
+  tx: Tx,
+  command: IdempotentCommand,
+  fn: (tx: Tx) => Promise<T>,
+): Promise<IdempotentResult<T>> {
   const hash = requestHash(command.request);
   const claimed = await claimIdempotencyKey(tx, command.scope, command.key, hash);
   if (!claimed) {

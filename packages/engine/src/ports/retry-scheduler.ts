@@ -20,7 +20,10 @@ export interface RetryScheduler {
   has(job: RetryJob): Promise<boolean>;
   /** Alarms waiting for their time. */
   delayedCount(): Promise<number>;
-  start(process: (job: RetryJob) => Promise<void>, onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void): void;
+  start(
+    process: (job: RetryJob) => Promise<void>,
+    onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void,
+  ): void;
   close(): Promise<void>;
 }
 

@@ -42,8 +42,14 @@ export interface AuditRow {
 }
 
 /** Audit records, newest first, keyset-paged by audit_id. Parameters: filter, page size, last id seen. Locks: none. */
-export async function listAudit(sql: Queryable, f: AuditFilter, limit: number, beforeId: number | null): Promise<AuditRow[]> {
-  return [...(await sql<AuditRow[]>`
+export async function listAudit(
+  sql: Queryable,
+  f: AuditFilter,
+  limit: number,
+  beforeId: number | null,
+): Promise<AuditRow[]> {
+  return [
+    ...(await sql<AuditRow[]>`
     SELECT audit_id::int, actor, action, reason, target, before, after, outcome, at
     FROM operator_audit
     WHERE (${f.actor ?? null}::text IS NULL OR actor = ${f.actor ?? null})
@@ -53,5 +59,6 @@ export async function listAudit(sql: Queryable, f: AuditFilter, limit: number, b
       AND (${f.until ?? null}::timestamptz IS NULL OR at < ${f.until ?? null})
       AND (${beforeId}::bigint IS NULL OR audit_id < ${beforeId})
     ORDER BY audit_id DESC
-    LIMIT ${limit}`)];
+    LIMIT ${limit}`),
+  ];
 }

@@ -23,7 +23,13 @@ export interface BlockedAggregate {
 export async function blockAggregate(
   sql: Queryable,
   consumer: string,
-  block: { aggregate_id: string; event_id: string | null; aggregate_version: number | null; reason: BlockReason; detail: string },
+  block: {
+    aggregate_id: string;
+    event_id: string | null;
+    aggregate_version: number | null;
+    reason: BlockReason;
+    detail: string;
+  },
 ): Promise<void> {
   await sql`
     INSERT INTO consumer_blocked_aggregate (consumer_name, aggregate_id, event_id, aggregate_version, reason, detail)

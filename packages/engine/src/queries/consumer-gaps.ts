@@ -16,8 +16,21 @@ export interface GapRow {
  * Parameters: consumer (null = all), threshold ms, limit. Rows returned: one per (consumer, aggregate), oldest
  * first. Locks: none.
  */
-export async function parkedGaps(sql: Queryable, consumer: string | null, olderThanMs: number, limit: number): Promise<GapRow[]> {
-  const rows = await sql<Array<Omit<GapRow, 'expected_version' | 'parked_versions' | 'age_ms'> & { expected_version: string; parked_versions: string[]; age_ms: string }>>`
+export async function parkedGaps(
+  sql: Queryable,
+  consumer: string | null,
+  olderThanMs: number,
+  limit: number,
+): Promise<GapRow[]> {
+  const rows = await sql<
+    Array<
+      Omit<GapRow, 'expected_version' | 'parked_versions' | 'age_ms'> & {
+        expected_version: string;
+        parked_versions: string[];
+        age_ms: string;
+      }
+    >
+  >`
     SELECT p.consumer_name, p.aggregate_id, coalesce(v.last_version, 0) + 1 AS expected_version,
            array_agg(p.aggregate_version ORDER BY p.aggregate_version)::text[] AS parked_versions,
            min(p.parked_at) AS oldest_parked_at,
@@ -45,7 +58,12 @@ export async function parkedGaps(sql: Queryable, consumer: string | null, olderT
  * Rows in flight (pending, publishing) are left alone. Parameters: aggregate, from, to. Rows returned: the
  * versions re-queued. Locks: those outbox rows.
  */
-export async function requeueOutboxVersions(sql: Queryable, aggregateId: string, from: number, to: number): Promise<number[]> {
+export async function requeueOutboxVersions(
+  sql: Queryable,
+  aggregateId: string,
+  from: number,
+  to: number,
+): Promise<number[]> {
   const rows = await sql<{ aggregate_version: string }[]>`
     UPDATE message_outbox
     SET status = 'pending', available_at = now(), lease_until = NULL, lease_owner = NULL

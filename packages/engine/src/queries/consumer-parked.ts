@@ -36,16 +36,32 @@ export async function parkEvents(sql: Queryable, consumer: string, rows: ParkedR
  */
 export async function parkedOf(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<ParkedRow[]> {
   if (aggregateIds.length === 0) return [];
-  const rows = await sql<{ aggregate_id: string; aggregate_version: string; event_id: string; expected_version: string; record: StoredRecord }[]>`
+  const rows = await sql<
+    {
+      aggregate_id: string;
+      aggregate_version: string;
+      event_id: string;
+      expected_version: string;
+      record: StoredRecord;
+    }[]
+  >`
     SELECT p.aggregate_id, p.aggregate_version::text, p.event_id, p.expected_version::text, p.record
     FROM message_parked p
     WHERE p.consumer_name = ${consumer} AND p.aggregate_id = ANY(${aggregateIds}::text[])
     ORDER BY p.aggregate_id, p.aggregate_version`;
-  return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version), expected_version: Number(r.expected_version) }));
+  return rows.map((r) => ({
+    ...r,
+    aggregate_version: Number(r.aggregate_version),
+    expected_version: Number(r.expected_version),
+  }));
 }
 
 /** Deletes drained (or superseded) parked rows. Parameters: consumer, (aggregate, version) pairs. */
-export async function deleteParked(sql: Queryable, consumer: string, keys: Array<{ aggregate_id: string; aggregate_version: number }>): Promise<void> {
+export async function deleteParked(
+  sql: Queryable,
+  consumer: string,
+  keys: Array<{ aggregate_id: string; aggregate_version: number }>,
+): Promise<void> {
   if (keys.length === 0) return;
   await sql`
     DELETE FROM message_parked AS p

@@ -9,7 +9,10 @@ export interface RegisteredConsumer {
 }
 
 /** A consumer announces itself at start: its group and topics. Parameters: name, group, topics. Locks: the row. */
-export async function registerConsumer(sql: Queryable, c: { name: string; groupId: string; topics: string[] }): Promise<void> {
+export async function registerConsumer(
+  sql: Queryable,
+  c: { name: string; groupId: string; topics: string[] },
+): Promise<void> {
   await sql`
     INSERT INTO consumer_registry (consumer_name, group_id, topics)
     VALUES (${c.name}, ${c.groupId}, ${c.topics}::text[])
@@ -19,6 +22,8 @@ export async function registerConsumer(sql: Queryable, c: { name: string; groupI
 
 /** Every consumer that ever started here, by name. Locks: none. */
 export async function listConsumers(sql: Queryable): Promise<RegisteredConsumer[]> {
-  return [...(await sql<RegisteredConsumer[]>`
-    SELECT consumer_name, group_id, topics, started_at, seen_at FROM consumer_registry ORDER BY consumer_name`)];
+  return [
+    ...(await sql<RegisteredConsumer[]>`
+    SELECT consumer_name, group_id, topics, started_at, seen_at FROM consumer_registry ORDER BY consumer_name`),
+  ];
 }

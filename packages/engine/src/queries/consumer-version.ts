@@ -15,7 +15,11 @@ export interface AggregateState {
  * Parameters: consumer name, distinct aggregate ids. Rows returned: one per aggregate, with its block if any.
  * Locks: FOR UPDATE on consumer_aggregate_version rows.
  */
-export async function lockAggregates(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<Map<string, AggregateState>> {
+export async function lockAggregates(
+  sql: Queryable,
+  consumer: string,
+  aggregateIds: string[],
+): Promise<Map<string, AggregateState>> {
   const ids = [...aggregateIds].sort();
   await sql`
     INSERT INTO consumer_aggregate_version (consumer_name, aggregate_id, last_version)
@@ -30,12 +34,19 @@ export async function lockAggregates(sql: Queryable, consumer: string, aggregate
   // re-reads the locked row but keeps its first snapshot of a joined one: the block a retry had just lifted (and
   // whose parked successors it had drained) still looked present, and the next version parked behind a block
   // that no longer existed — stuck for ever (found by the fault suite's kill -9 loops).
-  const rows = await sql<{ aggregate_id: string; last_version: string; blocked: boolean; blocked_event: string | null }[]>`
+  const rows = await sql<
+    { aggregate_id: string; last_version: string; blocked: boolean; blocked_event: string | null }[]
+  >`
     SELECT v.aggregate_id, v.last_version::text, b.aggregate_id IS NOT NULL AS blocked, b.event_id AS blocked_event
     FROM consumer_aggregate_version v
     LEFT JOIN consumer_blocked_aggregate b ON b.consumer_name = v.consumer_name AND b.aggregate_id = v.aggregate_id
     WHERE v.consumer_name = ${consumer} AND v.aggregate_id = ANY(${ids}::text[])`;
-  return new Map(rows.map((r) => [r.aggregate_id, { lastVersion: Number(r.last_version), blockedBy: r.blocked ? r.blocked_event : undefined }]));
+  return new Map(
+    rows.map((r) => [
+      r.aggregate_id,
+      { lastVersion: Number(r.last_version), blockedBy: r.blocked ? r.blocked_event : undefined },
+    ]),
+  );
 }
 
 /** Stores the new last versions (rows locked by lockAggregates). Parameters: consumer, (aggregate, version) pairs. */

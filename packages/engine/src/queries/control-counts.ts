@@ -26,7 +26,10 @@ export async function outboxByTopic(sql: Queryable): Promise<TopicBacklogRow[]> 
            coalesce(d.failed, 0) AS failed, l.oldest_pending_ms
     FROM live l FULL JOIN dead d ON d.topic = l.topic
     ORDER BY 1`;
-  return rows.map((r) => ({ ...r, oldest_pending_ms: r.oldest_pending_ms === null ? null : Math.round(r.oldest_pending_ms) }));
+  return rows.map((r) => ({
+    ...r,
+    oldest_pending_ms: r.oldest_pending_ms === null ? null : Math.round(r.oldest_pending_ms),
+  }));
 }
 
 export interface ConsumerCountsRow {

@@ -51,8 +51,13 @@ export interface ConsumerEventRow {
  * the aggregate's applied version. `aggregate` (from the outbox or an inbox row) finds parked rows by key.
  * Locks: none.
  */
-export async function consumerEventRows(sql: Queryable, eventId: string, aggregate: string | null): Promise<ConsumerEventRow[]> {
-  return [...(await sql<ConsumerEventRow[]>`
+export async function consumerEventRows(
+  sql: Queryable,
+  eventId: string,
+  aggregate: string | null,
+): Promise<ConsumerEventRow[]> {
+  return [
+    ...(await sql<ConsumerEventRow[]>`
     WITH names AS (
       SELECT consumer_name FROM consumer_registry
       UNION SELECT consumer_name FROM message_inbox WHERE event_id = ${eventId}
@@ -75,5 +80,6 @@ export async function consumerEventRows(sql: Queryable, eventId: string, aggrega
       SELECT failure_id::int, status, error_code FROM message_failure
       WHERE consumer_name = n.consumer_name AND event_id = ${eventId} ORDER BY failure_id DESC LIMIT 1
     ) f ON true
-    ORDER BY n.consumer_name`)];
+    ORDER BY n.consumer_name`),
+  ];
 }

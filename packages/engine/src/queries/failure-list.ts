@@ -34,7 +34,12 @@ export interface FailureSummary {
  * Parameters: filter, page size, the last id of the previous page. Returns: summaries without payloads.
  * Locks: none.
  */
-export async function listFailures(sql: Queryable, f: FailureFilter, limit: number, beforeId: number | null): Promise<FailureSummary[]> {
+export async function listFailures(
+  sql: Queryable,
+  f: FailureFilter,
+  limit: number,
+  beforeId: number | null,
+): Promise<FailureSummary[]> {
   const rows = await sql<FailureSummary[]>`
     SELECT failure_id::int, consumer_name, event_id, event_type, aggregate_id, aggregate_version::int, topic,
            broker_partition, broker_offset::text, error_code, error_detail, attempts, first_failed_at, last_failed_at,
@@ -73,7 +78,11 @@ export async function readFailure(sql: Queryable, id: number, forUpdate = false)
 }
 
 /** Sets a failure's status (replayed, skipped, expired). Locks: the row. */
-export async function setFailureStatus(sql: Queryable, id: number, status: 'replayed' | 'skipped' | 'expired'): Promise<void> {
+export async function setFailureStatus(
+  sql: Queryable,
+  id: number,
+  status: 'replayed' | 'skipped' | 'expired',
+): Promise<void> {
   await sql`
     UPDATE message_failure SET status = ${status}, replayed_at = CASE WHEN ${status} = 'replayed' THEN now() ELSE replayed_at END
     WHERE failure_id = ${id}`;

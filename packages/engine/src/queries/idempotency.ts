@@ -4,7 +4,12 @@ import type { Queryable } from '../db/connect.ts';
  * Claims (scope, key) for this transaction. Returns true when this call inserted the row.
  * Locks: the new row; a concurrent claim of the same key waits for this transaction to end.
  */
-export async function claimIdempotencyKey(tx: Queryable, scope: string, key: string, requestHash: string): Promise<boolean> {
+export async function claimIdempotencyKey(
+  tx: Queryable,
+  scope: string,
+  key: string,
+  requestHash: string,
+): Promise<boolean> {
   const rows = await tx`
     INSERT INTO command_idempotency (scope, key, request_hash)
     VALUES (${scope}, ${key}, ${requestHash})
@@ -25,7 +30,12 @@ export async function readIdempotencyKey(
 }
 
 /** Stores the command's result with its claimed key. Locks: the key's row (already held). */
-export async function storeIdempotencyResult(tx: Queryable, scope: string, key: string, result: unknown): Promise<void> {
+export async function storeIdempotencyResult(
+  tx: Queryable,
+  scope: string,
+  key: string,
+  result: unknown,
+): Promise<void> {
   await tx`
     UPDATE command_idempotency SET result = ${tx.json(result as never)}
     WHERE scope = ${scope} AND key = ${key}`;

@@ -39,7 +39,9 @@ export async function insertInbox(sql: Queryable, consumer: string, rows: InboxR
     RETURNING event_id`;
   const inserted = new Set(taken.map((r) => r.event_id));
   // The fingerprint each id is judged against (null: none stored, every copy is a duplicate).
-  const reference = new Map<string, string | null>(firsts.filter((r) => inserted.has(r.event_id)).map((r) => [r.event_id, r.fingerprint.toString('hex')]));
+  const reference = new Map<string, string | null>(
+    firsts.filter((r) => inserted.has(r.event_id)).map((r) => [r.event_id, r.fingerprint.toString('hex')]),
+  );
   const present = firsts.filter((r) => !inserted.has(r.event_id)).map((r) => r.event_id);
   if (present.length > 0) {
     const stored = await sql<{ event_id: string; fingerprint: string | null }[]>`
@@ -58,7 +60,8 @@ export async function insertInbox(sql: Queryable, consumer: string, rows: InboxR
     }
     const ref = reference.get(r.event_id);
     // Neither taken in nor there: a concurrent owner took it back out (forgetInbox) between the statements.
-    if (ref === undefined) throw new Error(`inbox row of event ${r.event_id} vanished while it was judged; the task is retried`);
+    if (ref === undefined)
+      throw new Error(`inbox row of event ${r.event_id} vanished while it was judged; the task is retried`);
     if (ref === null || ref === r.fingerprint.toString('hex')) {
       verdicts.push('duplicate');
       duplicates.set(r.event_id, (duplicates.get(r.event_id) ?? 0) + 1);

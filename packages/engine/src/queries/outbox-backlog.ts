@@ -15,7 +15,9 @@ export interface OutboxBacklog {
  * Locks: none.
  */
 export async function outboxBacklog(sql: Queryable): Promise<OutboxBacklog> {
-  const [row] = await sql<{ pending: number; publishing: number; failed: number; published: number; oldest_ms: number | null }[]>`
+  const [row] = await sql<
+    { pending: number; publishing: number; failed: number; published: number; oldest_ms: number | null }[]
+  >`
     WITH live AS (
       SELECT status, created_at FROM message_outbox WHERE status IN ('pending', 'publishing')
     ), est AS (

@@ -17,8 +17,19 @@ export interface OutboxInsertRow {
 }
 
 const COLUMNS = [
-  'event_id', 'event_type', 'schema_version', 'aggregate_id', 'aggregate_version', 'topic',
-  'payload', 'producer', 'occurred_at', 'traceparent', 'tracestate', 'deadline', 'replaces_event_id',
+  'event_id',
+  'event_type',
+  'schema_version',
+  'aggregate_id',
+  'aggregate_version',
+  'topic',
+  'payload',
+  'producer',
+  'occurred_at',
+  'traceparent',
+  'tracestate',
+  'deadline',
+  'replaces_event_id',
 ] as const;
 
 /**

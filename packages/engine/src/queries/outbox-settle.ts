@@ -26,7 +26,13 @@ export async function markPublished(sql: Queryable, positions: PublishedPosition
  * Returns rows to `pending`, due after `delayMs` (the backoff), recording why. Only rows this relay still leases:
  * a row reclaimed by another relay is that relay's now. Locks: the rows.
  */
-export async function reschedule(sql: Queryable, eventIds: string[], owner: string, delayMs: number, error: string): Promise<number> {
+export async function reschedule(
+  sql: Queryable,
+  eventIds: string[],
+  owner: string,
+  delayMs: number,
+  error: string,
+): Promise<number> {
   if (eventIds.length === 0) return 0;
   const result = await sql`
     UPDATE message_outbox

@@ -68,7 +68,12 @@ export async function lockLedgerRow(tx: Queryable, consumer: string, eventId: st
 }
 
 /** Ends a ledger row (done, exhausted, expired). Locks: the row. */
-export async function settleLedgerRow(tx: Queryable, consumer: string, eventId: string, status: 'done' | 'exhausted' | 'expired'): Promise<void> {
+export async function settleLedgerRow(
+  tx: Queryable,
+  consumer: string,
+  eventId: string,
+  status: 'done' | 'exhausted' | 'expired',
+): Promise<void> {
   await tx`
     UPDATE message_retry SET status = ${status}, updated_at = now()
     WHERE consumer_name = ${consumer} AND event_id = ${eventId}`;

@@ -14,7 +14,11 @@ export interface SkipTarget {
  * applied version. Locks: the failure row, the ledger row and the aggregate's version row, so a retry cannot run
  * while the skip decides.
  */
-export async function lockSkipTarget(tx: Queryable, consumer: string, eventId: string): Promise<SkipTarget | undefined> {
+export async function lockSkipTarget(
+  tx: Queryable,
+  consumer: string,
+  eventId: string,
+): Promise<SkipTarget | undefined> {
   const [f] = await tx<{ failure_id: number; aggregate_id: string | null; aggregate_version: number | null }[]>`
     SELECT failure_id::int, aggregate_id, aggregate_version::int FROM message_failure
     WHERE consumer_name = ${consumer} AND event_id = ${eventId} AND status IN ('open', 'expired')
@@ -24,8 +28,10 @@ export async function lockSkipTarget(tx: Queryable, consumer: string, eventId: s
     WHERE consumer_name = ${consumer} AND event_id = ${eventId} AND status = 'scheduled' FOR UPDATE`;
   const aggregate_id = f?.aggregate_id ?? r?.aggregate_id ?? null;
   const aggregate_version = f?.aggregate_version ?? r?.aggregate_version ?? null;
-  const row = aggregate_id === null || aggregate_version === null ? undefined
-    : { failure_id: f?.failure_id ?? null, retry_scheduled: r !== undefined, aggregate_id, aggregate_version };
+  const row =
+    aggregate_id === null || aggregate_version === null
+      ? undefined
+      : { failure_id: f?.failure_id ?? null, retry_scheduled: r !== undefined, aggregate_id, aggregate_version };
   if (!row) return undefined;
   const [v] = await tx<{ last_version: number }[]>`
     SELECT last_version::int FROM consumer_aggregate_version

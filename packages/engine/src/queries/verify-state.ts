@@ -8,7 +8,20 @@ import type { ConsumerFacts, FailureFact, OutboxFact } from '../verify/observati
 
 /** Outbox rows of the given topics. Parameters: topics. Rows: one per event. */
 export async function outboxFacts(sql: Queryable, topics: string[]): Promise<OutboxFact[]> {
-  const rows = await sql<Array<{ event_id: string; aggregate_id: string; version: string; topic: string; status: OutboxFact['status']; attempts: number; broker_partition: number | null; broker_offset: string | null; available_at: Date; lease_until: Date | null }>>`
+  const rows = await sql<
+    Array<{
+      event_id: string;
+      aggregate_id: string;
+      version: string;
+      topic: string;
+      status: OutboxFact['status'];
+      attempts: number;
+      broker_partition: number | null;
+      broker_offset: string | null;
+      available_at: Date;
+      lease_until: Date | null;
+    }>
+  >`
     SELECT event_id, aggregate_id, aggregate_version::text AS version, topic, status, attempts, broker_partition,
            broker_offset::text AS broker_offset, available_at, lease_until
     FROM message_outbox WHERE topic = ANY(${topics}::text[])`;
@@ -31,7 +44,12 @@ export async function inboxFacts(sql: Queryable, consumer: string): Promise<Cons
   const rows = await sql<Array<{ event_id: string; aggregate_id: string; version: string | null; duplicates: number }>>`
     SELECT event_id, aggregate_id, aggregate_version::text AS version, duplicate_deliveries AS duplicates
     FROM message_inbox WHERE consumer_name = ${consumer}`;
-  return rows.map((r) => ({ eventId: r.event_id, aggregateId: r.aggregate_id, version: r.version === null ? null : Number(r.version), duplicates: r.duplicates }));
+  return rows.map((r) => ({
+    eventId: r.event_id,
+    aggregateId: r.aggregate_id,
+    version: r.version === null ? null : Number(r.version),
+    duplicates: r.duplicates,
+  }));
 }
 
 /** The version gate's last applied version per aggregate. Parameters: consumer. */
@@ -43,7 +61,18 @@ export async function versionFacts(sql: Queryable, consumer: string): Promise<Co
 
 /** Every failure-store row of the consumer, whatever its status. Parameters: consumer. */
 export async function failureFacts(sql: Queryable, consumer: string): Promise<FailureFact[]> {
-  const rows = await sql<Array<{ event_id: string | null; aggregate_id: string | null; version: string | null; topic: string | null; broker_partition: number | null; broker_offset: string | null; error_code: string; status: FailureFact['status'] }>>`
+  const rows = await sql<
+    Array<{
+      event_id: string | null;
+      aggregate_id: string | null;
+      version: string | null;
+      topic: string | null;
+      broker_partition: number | null;
+      broker_offset: string | null;
+      error_code: string;
+      status: FailureFact['status'];
+    }>
+  >`
     SELECT event_id, aggregate_id, aggregate_version::text AS version, topic, broker_partition, broker_offset::text AS broker_offset,
            error_code, status
     FROM message_failure WHERE consumer_name = ${consumer}`;
@@ -61,7 +90,9 @@ export async function failureFacts(sql: Queryable, consumer: string): Promise<Fa
 
 /** The consumer's retry ledger rows. Parameters: consumer. */
 export async function retryFacts(sql: Queryable, consumer: string): Promise<ConsumerFacts['retries']> {
-  const rows = await sql<Array<{ event_id: string; status: ConsumerFacts['retries'][number]['status']; next_attempt_at: Date }>>`
+  const rows = await sql<
+    Array<{ event_id: string; status: ConsumerFacts['retries'][number]['status']; next_attempt_at: Date }>
+  >`
     SELECT event_id, status, next_attempt_at FROM message_retry WHERE consumer_name = ${consumer}`;
   return rows.map((r) => ({ eventId: r.event_id, status: r.status, nextAttemptAt: r.next_attempt_at.getTime() }));
 }
@@ -70,7 +101,12 @@ export async function retryFacts(sql: Queryable, consumer: string): Promise<Cons
 export async function parkedFacts(sql: Queryable, consumer: string): Promise<ConsumerFacts['parked']> {
   const rows = await sql<Array<{ event_id: string; aggregate_id: string; version: string; parked_at: Date }>>`
     SELECT event_id, aggregate_id, aggregate_version::text AS version, parked_at FROM message_parked WHERE consumer_name = ${consumer}`;
-  return rows.map((r) => ({ eventId: r.event_id, aggregateId: r.aggregate_id, version: Number(r.version), parkedAt: r.parked_at.getTime() }));
+  return rows.map((r) => ({
+    eventId: r.event_id,
+    aggregateId: r.aggregate_id,
+    version: Number(r.version),
+    parkedAt: r.parked_at.getTime(),
+  }));
 }
 
 /** Blocked aggregates of the consumer. Parameters: consumer. */

@@ -70,8 +70,21 @@ export interface CycleDeps {
  */
 export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<CycleResult> {
   const { sql, publisher, options } = deps;
-  const result: CycleResult = { lane: task.lane, claimed: 0, published: 0, rescheduled: 0, failed: 0, pauseMs: null, error: null };
-  const rows = await claimLaneBatch(sql, { lane: task.lane, owner: task.owner, limit: options.batchSize, leaseMs: options.leaseMs });
+  const result: CycleResult = {
+    lane: task.lane,
+    claimed: 0,
+    published: 0,
+    rescheduled: 0,
+    failed: 0,
+    pauseMs: null,
+    error: null,
+  };
+  const rows = await claimLaneBatch(sql, {
+    lane: task.lane,
+    owner: task.owner,
+    limit: options.batchSize,
+    leaseMs: options.leaseMs,
+  });
   result.claimed = rows.length;
   if (rows.length === 0) return result;
 
@@ -88,12 +101,18 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   }
   const report = new SendReport();
   if (oversize.length > 0) {
-    result.failed += await markFailed(sql, oversize.map((r) => r.event_id), task.owner, `message_too_large: over ${options.maxMessageBytes} bytes`);
+    result.failed += await markFailed(
+      sql,
+      oversize.map((r) => r.event_id),
+      task.owner,
+      `message_too_large: over ${options.maxMessageBytes} bytes`,
+    );
     for (const row of oversize) report.failed(row, 'message_too_large', true);
   }
 
   const started = Date.now();
-  const outcomes = messages.length === 0 ? [] : await publishWithin(publisher, messages, Math.floor(options.leaseMs / 2));
+  const outcomes =
+    messages.length === 0 ? [] : await publishWithin(publisher, messages, Math.floor(options.leaseMs / 2));
   const confirmedAt = Date.now();
   if (messages.length > 0) result.publishMs = confirmedAt - started;
   const positions: PublishedPosition[] = [];
@@ -103,18 +122,32 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   // What the send span needs, gathered only when a tracer provider is registered.
   const spanned: SentMessage[] | null = tracingOff() ? null : [];
   const traced = (row: ClaimedRow, result: Pick<SentMessage, 'partition' | 'offset' | 'error'>) =>
-    spanned?.push({ event_id: row.event_id, aggregate_id: row.aggregate_id, topic: row.topic, traceparent: row.traceparent, tracestate: row.tracestate, ...result });
+    spanned?.push({
+      event_id: row.event_id,
+      aggregate_id: row.aggregate_id,
+      topic: row.topic,
+      traceparent: row.traceparent,
+      tracestate: row.tracestate,
+      ...result,
+    });
   outcomes.forEach((outcome, i) => {
     const row = sendable[i]!;
     if (outcome.ok) {
-      positions.push({ event_id: row.event_id, partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
+      positions.push({
+        event_id: row.event_id,
+        partition: outcome.confirmation.partition,
+        offset: outcome.confirmation.offset,
+      });
       traced(row, { partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
       report.confirmed(row, confirmedAt - row.occurred_at.getTime());
       return;
     }
     firstError ??= outcome.error;
     traced(row, { error: outcome.error.code });
-    const limit = Math.min(options.maxAttempts, outcome.error instanceof BrokerError ? (outcome.error.permanentAfter ?? Infinity) : Infinity);
+    const limit = Math.min(
+      options.maxAttempts,
+      outcome.error instanceof BrokerError ? (outcome.error.permanentAfter ?? Infinity) : Infinity,
+    );
     if (outcome.error.kind === 'permanent' || row.attempts >= limit) {
       failed.push(row);
       report.failed(row, outcome.error.code);
@@ -128,18 +161,34 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   if (positions.length > 0) failpoint('relay.after-publish-before-mark');
   result.published = await markPublished(sql, positions);
   if (failed.length > 0) {
-    result.failed += await markFailed(sql, failed.map((r) => r.event_id), task.owner, describe(firstError!, failed[0]!.attempts));
+    result.failed += await markFailed(
+      sql,
+      failed.map((r) => r.event_id),
+      task.owner,
+      describe(firstError!, failed[0]!.attempts),
+    );
   }
   if (retry.length > 0) {
     const attempt = Math.max(...retry.map((r) => r.attempts)) - 1;
     const delay = backoffDelayMs(attempt, options.backoff);
-    result.rescheduled = await reschedule(sql, retry.map((r) => r.event_id), task.owner, delay, describe(firstError!, attempt + 1));
+    result.rescheduled = await reschedule(
+      sql,
+      retry.map((r) => r.event_id),
+      task.owner,
+      delay,
+      describe(firstError!, attempt + 1),
+    );
     result.pauseMs = delay;
   }
   if (firstError) {
     const e: PostboxError = firstError;
     const first = sendable[outcomes.findIndex((o) => !o.ok)];
-    result.error = { code: e.code, kind: e.kind, message: e.message, ...(first ? { event: failedEvent(first, e.code) } : {}) };
+    result.error = {
+      code: e.code,
+      kind: e.kind,
+      message: e.message,
+      ...(first ? { event: failedEvent(first, e.code) } : {}),
+    };
   }
   result.sent = report.topics();
   result.failedEvents = report.failedEvents;
@@ -147,7 +196,13 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
 }
 
 function failedEvent(row: ClaimedRow, code: string): FailedEvent {
-  return { event_id: row.event_id, aggregate_id: row.aggregate_id, aggregate_version: Number(row.aggregate_version), topic: row.topic, error_code: code };
+  return {
+    event_id: row.event_id,
+    aggregate_id: row.aggregate_id,
+    aggregate_version: Number(row.aggregate_version),
+    topic: row.topic,
+    error_code: code,
+  };
 }
 
 /** Counts per topic and error for CycleResult.sent. */
@@ -202,11 +257,19 @@ class SendReport {
  * The publisher keeps the deadline itself (abandoning a producer that overran it); this timer, a second later,
  * only guards against a publisher that does not.
  */
-async function publishWithin(publisher: Publisher, messages: OutboundMessage[], timeoutMs: number): Promise<PublishOutcome[]> {
+async function publishWithin(
+  publisher: Publisher,
+  messages: OutboundMessage[],
+  timeoutMs: number,
+): Promise<PublishOutcome[]> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<PublishOutcome[]>((resolve) => {
     timer = setTimeout(() => {
-      const error = new BrokerError('publish_timeout', 'unknown', `publish did not complete within ${timeoutMs} ms (half the lease)`);
+      const error = new BrokerError(
+        'publish_timeout',
+        'unknown',
+        `publish did not complete within ${timeoutMs} ms (half the lease)`,
+      );
       resolve(messages.map(() => ({ ok: false, error })));
     }, timeoutMs + 1000);
   });

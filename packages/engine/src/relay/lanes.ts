@@ -1,5 +1,12 @@
 import type { Sql } from '../db/connect.ts';
-import { acquireLanes, forgetDeadRelays, heartbeat, laneCensus, releaseLane, renewLanes } from '../queries/relay-lanes.ts';
+import {
+  acquireLanes,
+  forgetDeadRelays,
+  heartbeat,
+  laneCensus,
+  releaseLane,
+  renewLanes,
+} from '../queries/relay-lanes.ts';
 
 /**
  * Lane leases: each live relay holds about lanes / live-relays lanes and renews them every third of the lease.
@@ -14,7 +21,12 @@ export interface LaneChanges {
   surplus: number[];
 }
 
-export async function balanceLanes(sql: Sql, owner: string, leaseMs: number, current: ReadonlySet<number>): Promise<LaneChanges> {
+export async function balanceLanes(
+  sql: Sql,
+  owner: string,
+  leaseMs: number,
+  current: ReadonlySet<number>,
+): Promise<LaneChanges> {
   await heartbeat(sql, owner);
   const renewed = new Set(await renewLanes(sql, owner, leaseMs));
   const { relays, lanes } = await laneCensus(sql, leaseMs);

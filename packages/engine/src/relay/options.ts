@@ -38,7 +38,15 @@ export function resolveRelayOptions(partial: Partial<RelayOptions> = {}): RelayO
       throw new ConfigError(`relay option ${name} must be a positive integer, got ${String(value)}`);
     }
   };
-  for (const k of ['batchSize', 'leaseMs', 'laneLeaseMs', 'pollMs', 'maxInFlight', 'maxAttempts', 'maxMessageBytes'] as const) {
+  for (const k of [
+    'batchSize',
+    'leaseMs',
+    'laneLeaseMs',
+    'pollMs',
+    'maxInFlight',
+    'maxAttempts',
+    'maxMessageBytes',
+  ] as const) {
     positive(k, o[k]);
   }
   if (o.batchSize > 10_000) throw new ConfigError(`relay option batchSize must be at most 10000, got ${o.batchSize}`);

@@ -160,7 +160,10 @@ export class Relay {
         if (state) state.releasing = true;
       }
       if (changes.gained.length || changes.lost.length) {
-        this.#log.info({ gained: changes.gained, lost: changes.lost, lanes: [...changes.owned] }, 'relay lanes changed');
+        this.#log.info(
+          { gained: changes.gained, lost: changes.lost, lanes: [...changes.owned] },
+          'relay lanes changed',
+        );
       }
       await this.#releaseIdleSurplus();
     } catch (cause) {
@@ -247,11 +250,21 @@ export class Relay {
     if (result.error) {
       const { code, kind, message, event } = result.error;
       this.#log.warn(
-        { lane: result.lane, ...event, error_code: code, kind, err: message, rescheduled: result.rescheduled, failed: result.failed, pauseMs: result.pauseMs },
+        {
+          lane: result.lane,
+          ...event,
+          error_code: code,
+          kind,
+          err: message,
+          rescheduled: result.rescheduled,
+          failed: result.failed,
+          pauseMs: result.pauseMs,
+        },
         'relay publish failed',
       );
     }
     // Each event the relay gave up on: it now needs an operator (replay after fixing the cause).
-    for (const event of result.failedEvents ?? []) this.#log.error({ lane: result.lane, ...event }, 'relay gave up on event: outbox row failed');
+    for (const event of result.failedEvents ?? [])
+      this.#log.error({ lane: result.lane, ...event }, 'relay gave up on event: outbox row failed');
   }
 }

@@ -12,16 +12,26 @@ test('backoff ceiling doubles from 500 ms and is capped at 2 minutes from attemp
 
 test('backoff delay is always within [0, ceiling] and an integer', () => {
   fc.assert(
-    fc.property(fc.integer({ min: 0, max: 10_000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (attempt, r) => {
-      const delay = backoffDelayMs(attempt, defaultBackoff, () => r);
-      return Number.isInteger(delay) && delay >= 0 && delay <= backoffCeilingMs(attempt) && delay <= 120_000;
-    }),
+    fc.property(
+      fc.integer({ min: 0, max: 10_000 }),
+      fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+      (attempt, r) => {
+        const delay = backoffDelayMs(attempt, defaultBackoff, () => r);
+        return Number.isInteger(delay) && delay >= 0 && delay <= backoffCeilingMs(attempt) && delay <= 120_000;
+      },
+    ),
   );
 });
 
 test('backoff uses the full jitter window: the extremes of random map to 0 and to the ceiling', () => {
-  assert.equal(backoffDelayMs(3, defaultBackoff, () => 0), 0);
-  assert.equal(backoffDelayMs(3, defaultBackoff, () => 0.999_999_999), 4000);
+  assert.equal(
+    backoffDelayMs(3, defaultBackoff, () => 0),
+    0,
+  );
+  assert.equal(
+    backoffDelayMs(3, defaultBackoff, () => 0.999_999_999),
+    4000,
+  );
 });
 
 test('backoff jitter spreads: 2000 draws at attempt 4 cover every quarter of the window', () => {
@@ -35,9 +45,14 @@ test('backoff ceiling is monotonic in the attempt and respects custom options', 
   fc.assert(
     fc.property(
       fc.integer({ min: 0, max: 100 }),
-      fc.record({ baseMs: fc.integer({ min: 1, max: 10_000 }), capMs: fc.integer({ min: 1, max: 1_000_000 }), maxExponent: fc.integer({ min: 0, max: 20 }) }),
+      fc.record({
+        baseMs: fc.integer({ min: 1, max: 10_000 }),
+        capMs: fc.integer({ min: 1, max: 1_000_000 }),
+        maxExponent: fc.integer({ min: 0, max: 20 }),
+      }),
       (attempt, options) =>
-        backoffCeilingMs(attempt, options) <= backoffCeilingMs(attempt + 1, options) && backoffCeilingMs(attempt, options) <= options.capMs,
+        backoffCeilingMs(attempt, options) <= backoffCeilingMs(attempt + 1, options) &&
+        backoffCeilingMs(attempt, options) <= options.capMs,
     ),
   );
 });

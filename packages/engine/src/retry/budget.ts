@@ -11,7 +11,12 @@ export interface RetryBudget {
   backoff: BackoffOptions;
 }
 
-export const defaultRetryBudget: RetryBudget = { maxAttempts: 10, maxTotalMs: 3_600_000, minDelayMs: 0, backoff: defaultBackoff };
+export const defaultRetryBudget: RetryBudget = {
+  maxAttempts: 10,
+  maxTotalMs: 3_600_000,
+  minDelayMs: 0,
+  backoff: defaultBackoff,
+};
 
 export type RetryDecision =
   | { action: 'retry'; delayMs: number; at: number }

@@ -26,8 +26,19 @@ const PERMANENT_SQLSTATE_CLASSES = new Set(['22', '23', '42', '2B', '2F', '44', 
 
 // Node and postgres.js error codes for a connection that failed or went away.
 const NETWORK_CODES = new Set([
-  'ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN',
-  'EAI_AGAIN', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EAI_AGAIN',
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'CONNECT_TIMEOUT',
 ]);
 
 interface CodedError {
@@ -45,7 +56,8 @@ export function classify(error: unknown): Classification {
   }
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code && /^[0-9A-Z]{5}$/.test(code) && e.name === 'PostgresError') return classifySqlState(code);
-  if (code && NETWORK_CODES.has(code)) return { kind: 'transient', code: `network_${code.toLowerCase()}`, immediate: false };
+  if (code && NETWORK_CODES.has(code))
+    return { kind: 'transient', code: `network_${code.toLowerCase()}`, immediate: false };
   if (e.cause && e.cause !== error) {
     const inner = classify(e.cause);
     if (inner.code !== 'error') return inner;
@@ -56,7 +68,8 @@ export function classify(error: unknown): Classification {
 
 export function classifySqlState(sqlstate: string): Classification {
   const code = `pg_${sqlstate.toLowerCase()}`;
-  if (TRANSIENT_SQLSTATES.has(sqlstate)) return { kind: 'transient', code, immediate: IMMEDIATE_SQLSTATES.has(sqlstate) };
+  if (TRANSIENT_SQLSTATES.has(sqlstate))
+    return { kind: 'transient', code, immediate: IMMEDIATE_SQLSTATES.has(sqlstate) };
   const cls = sqlstate.slice(0, 2);
   if (TRANSIENT_SQLSTATE_CLASSES.has(cls)) return { kind: 'transient', code, immediate: false };
   if (PERMANENT_SQLSTATE_CLASSES.has(cls)) return { kind: 'permanent', code, immediate: false };

@@ -43,7 +43,8 @@ export type RetryProcessOutcome = 'stale' | 'settled' | 'rescheduled' | 'exhaust
  */
 export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Promise<RetryProcessOutcome> {
   const row = await lockLedgerRow(deps.sql, deps.consumer, job.eventId);
-  if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt) return 'stale';
+  if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt)
+    return 'stale';
   const stored = row.record as StoredRecord;
   // A new trace per attempt, linked to the event's creation and to whatever scheduled this attempt (the failed
   // delivery's process span, the previous attempt, or an operator's replay).
@@ -54,7 +55,12 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
   if (scheduledBy) links.push({ context: scheduledBy, attributes: { 'postbox.link': 'scheduled_by' } });
   const attributes = {
     [ATTR.destinationName]: row.topic,
-    ...messageAttributes({ eventId: job.eventId, key: row.aggregate_id, partition: stored.partition, offset: stored.offset }),
+    ...messageAttributes({
+      eventId: job.eventId,
+      key: row.aggregate_id,
+      partition: stored.partition,
+      offset: stored.offset,
+    }),
     [POSTBOX_ATTR.consumer]: deps.consumer,
     [POSTBOX_ATTR.attempt]: row.attempt,
     [POSTBOX_ATTR.aggregateVersion]: Number(row.aggregate_version),
@@ -66,7 +72,13 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
   });
 }
 
-async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow, stored: StoredRecord, traceparent: string | undefined): Promise<RetryProcessOutcome> {
+async function runRetry(
+  deps: RetryProcessorDeps,
+  job: RetryJob,
+  row: LedgerRow,
+  stored: StoredRecord,
+  traceparent: string | undefined,
+): Promise<RetryProcessOutcome> {
   const record = loadRecord(stored);
   const result = await deps.run(record, row.attempt, traceparent);
   const replaces = stored.headers.ce_replaces ?? null;
@@ -100,12 +112,27 @@ async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow,
   if (decision.action === 'retry') {
     const dueAt = await deps.sql.begin((tx) =>
       scheduleRetry(tx, {
-        consumer: deps.consumer, eventId: job.eventId, aggregateId: row.aggregate_id, aggregateVersion: Number(row.aggregate_version),
-        topic: row.topic, record: stored, attempt: row.attempt + 1, delayMs: decision.delayMs, deadline: row.deadline, errorCode: code, error: detail,
+        consumer: deps.consumer,
+        eventId: job.eventId,
+        aggregateId: row.aggregate_id,
+        aggregateVersion: Number(row.aggregate_version),
+        topic: row.topic,
+        record: stored,
+        attempt: row.attempt + 1,
+        delayMs: decision.delayMs,
+        deadline: row.deadline,
+        errorCode: code,
+        error: detail,
       }),
     );
     failpoint('retry.after-ledger-before-enqueue');
-    await deps.scheduler.schedule({ consumer: deps.consumer, eventId: job.eventId, attempt: row.attempt + 1, dueAt: dueAt.getTime(), ...(traceparent ? { traceparent } : {}) });
+    await deps.scheduler.schedule({
+      consumer: deps.consumer,
+      eventId: job.eventId,
+      attempt: row.attempt + 1,
+      dueAt: dueAt.getTime(),
+      ...(traceparent ? { traceparent } : {}),
+    });
     return 'rescheduled';
   }
   const expired = decision.action === 'expired';
@@ -124,13 +151,29 @@ async function runRetry(deps: RetryProcessorDeps, job: RetryJob, row: LedgerRow,
       headers: record.headers,
       envelope: parsed.ok ? parsed.envelope : undefined,
       error_code: expired ? 'expired' : code,
-      error_detail: expired ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}` : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
+      error_detail: expired
+        ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}`
+        : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
       attempts: row.attempt,
       status: expired ? 'expired' : 'open',
       first_failed_at: row.first_failed_at,
     });
-    await blockAggregate(tx, deps.consumer, { aggregate_id: row.aggregate_id, event_id: job.eventId, aggregate_version: Number(row.aggregate_version), reason: 'failed', detail: expired ? `expired: ${detail}` : `${code}: ${detail}` });
-    if (expired) await insertAudit(tx, { actor: 'postbox', action: 'retry.expired', reason: 'deadline passed', target: `event:${job.eventId}`, before: { attempt: row.attempt }, after: { status: 'expired' } });
+    await blockAggregate(tx, deps.consumer, {
+      aggregate_id: row.aggregate_id,
+      event_id: job.eventId,
+      aggregate_version: Number(row.aggregate_version),
+      reason: 'failed',
+      detail: expired ? `expired: ${detail}` : `${code}: ${detail}`,
+    });
+    if (expired)
+      await insertAudit(tx, {
+        actor: 'postbox',
+        action: 'retry.expired',
+        reason: 'deadline passed',
+        target: `event:${job.eventId}`,
+        before: { attempt: row.attempt },
+        after: { status: 'expired' },
+      });
   });
   return expired ? 'expired' : 'exhausted';
 }

@@ -17,7 +17,11 @@ export interface ReconcileReport {
  * failed for good because PostgreSQL was away when it fired). The deterministic job id makes a
  * race with the normal path harmless.
  */
-export async function reconcileLedger(sql: Sql, scheduler: RetryScheduler, options: { pageSize?: number } = {}): Promise<ReconcileReport> {
+export async function reconcileLedger(
+  sql: Sql,
+  scheduler: RetryScheduler,
+  options: { pageSize?: number } = {},
+): Promise<ReconcileReport> {
   const pageSize = options.pageSize ?? 500;
   const report: ReconcileReport = { checked: 0, reenqueued: 0, examples: [] };
   let after: string | null = null;
@@ -25,7 +29,12 @@ export async function reconcileLedger(sql: Sql, scheduler: RetryScheduler, optio
     const rows = await scheduledLedgerRows(sql, scheduler.consumer, pageSize, after);
     for (const row of rows) {
       report.checked++;
-      const job = { consumer: row.consumer_name, eventId: row.event_id, attempt: row.attempt, dueAt: row.next_attempt_at.getTime() };
+      const job = {
+        consumer: row.consumer_name,
+        eventId: row.event_id,
+        attempt: row.attempt,
+        dueAt: row.next_attempt_at.getTime(),
+      };
       if (await scheduler.ensure(job)) {
         report.reenqueued++;
         if (report.examples.length < 5) report.examples.push(`${row.event_id}#${row.attempt}`);

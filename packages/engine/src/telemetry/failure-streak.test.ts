@@ -5,7 +5,10 @@ import type { Logger } from './logger.ts';
 
 function recorder(): { log: Logger; lines: string[] } {
   const lines: string[] = [];
-  const log = { warn: (_f: unknown, msg: string) => lines.push(msg), info: (_f: unknown, msg: string) => lines.push(msg) } as unknown as Logger;
+  const log = {
+    warn: (_f: unknown, msg: string) => lines.push(msg),
+    info: (_f: unknown, msg: string) => lines.push(msg),
+  } as unknown as Logger;
   return { log, lines };
 }
 
@@ -16,7 +19,12 @@ test('failure streak: one line when it starts, one every N while it lasts, one w
   assert.equal(streak.count, 25);
   streak.succeeded();
   streak.succeeded();
-  assert.deepEqual(lines, ['demo failed; retrying with backoff', 'demo still failing', 'demo still failing', 'demo recovered']);
+  assert.deepEqual(lines, [
+    'demo failed; retrying with backoff',
+    'demo still failing',
+    'demo still failing',
+    'demo recovered',
+  ]);
   streak.failed(new Error('again'));
   assert.equal(lines.at(-1), 'demo failed; retrying with backoff');
 });

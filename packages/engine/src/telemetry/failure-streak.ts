@@ -29,7 +29,10 @@ export class FailureStreak {
       this.#since = Date.now();
       this.#log.warn({ ...fields, err: String(cause) }, `${this.#what} failed; retrying with backoff`);
     } else if (this.#count % this.#every === 0) {
-      this.#log.warn({ ...fields, err: String(cause), failures: this.#count, forMs: Date.now() - this.#since }, `${this.#what} still failing`);
+      this.#log.warn(
+        { ...fields, err: String(cause), failures: this.#count, forMs: Date.now() - this.#since },
+        `${this.#what} still failing`,
+      );
     }
   }
 

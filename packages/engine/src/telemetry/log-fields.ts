@@ -15,7 +15,9 @@ export interface EventLogFields {
 }
 
 /** An inbound record's identity, from its CloudEvents headers (relay/record.ts); the value is never read. */
-export function recordLogFields(record: Pick<InboundRecord, 'topic' | 'partition' | 'offset' | 'key' | 'headers'>): EventLogFields {
+export function recordLogFields(
+  record: Pick<InboundRecord, 'topic' | 'partition' | 'offset' | 'key' | 'headers'>,
+): EventLogFields {
   const h = record.headers;
   const version = Number(h.ce_aggregateversion);
   const aggregate = record.key ?? h.ce_subject;

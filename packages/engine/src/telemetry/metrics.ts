@@ -1,4 +1,14 @@
-import { createNoopMeter, metrics, ValueType, type Attributes, type BatchObservableResult, type Meter, type MeterProvider, type Observable, type ObservableGauge } from '@opentelemetry/api';
+import {
+  createNoopMeter,
+  metrics,
+  ValueType,
+  type Attributes,
+  type BatchObservableResult,
+  type Meter,
+  type MeterProvider,
+  type Observable,
+  type ObservableGauge,
+} from '@opentelemetry/api';
 import type { Queryable } from '../db/connect.ts';
 import type { InboundRecord, PartitionLag } from '../ports/subscriber.ts';
 import { consumerCounts, outboxByTopic } from '../queries/control-counts.ts';
@@ -22,28 +32,79 @@ const SYSTEM = { [ATTR.systemName]: MESSAGING_SYSTEM };
 function build(meter: Meter) {
   const seconds = (name: string, description: string) =>
     meter.createHistogram(name, { description, unit: 's', advice: { explicitBucketBoundaries: SECONDS } });
-  const count = (name: string, description: string, unit: string) => meter.createCounter(name, { description, unit, valueType: ValueType.INT });
-  const gauge = (name: string, description: string, unit: string, valueType = ValueType.INT) => meter.createObservableGauge(name, { description, unit, valueType });
+  const count = (name: string, description: string, unit: string) =>
+    meter.createCounter(name, { description, unit, valueType: ValueType.INT });
+  const gauge = (name: string, description: string, unit: string, valueType = ValueType.INT) =>
+    meter.createObservableGauge(name, { description, unit, valueType });
   return {
     meter,
-    sent: count('messaging.client.sent.messages', 'Messages the relay handed to the broker (error.type set when not confirmed)', '{message}'),
-    sendDuration: seconds('messaging.client.operation.duration', 'Duration of one relay publish call (a batch) to the broker'),
-    publishLatency: seconds('postbox.relay.publish.latency', 'From the event occurring (outbox insert) to the broker confirming it'),
-    publishFailures: count('postbox.relay.publish.failures', 'Messages not confirmed by the broker, by error and by what the relay did (rescheduled, failed)', '{message}'),
+    sent: count(
+      'messaging.client.sent.messages',
+      'Messages the relay handed to the broker (error.type set when not confirmed)',
+      '{message}',
+    ),
+    sendDuration: seconds(
+      'messaging.client.operation.duration',
+      'Duration of one relay publish call (a batch) to the broker',
+    ),
+    publishLatency: seconds(
+      'postbox.relay.publish.latency',
+      'From the event occurring (outbox insert) to the broker confirming it',
+    ),
+    publishFailures: count(
+      'postbox.relay.publish.failures',
+      'Messages not confirmed by the broker, by error and by what the relay did (rescheduled, failed)',
+      '{message}',
+    ),
     consumed: count('messaging.client.consumed.messages', 'Records a consumer settled (any outcome)', '{message}'),
-    processDuration: seconds('messaging.process.duration', 'Duration of one consume task (a batch transaction of up to maxBatchEvents events), dispatch to result'),
-    events: count('postbox.consumer.events', 'Consumer outcomes per event: applied, drained, duplicate, ignored, parked, failed, scheduled, transient', '{event}'),
-    endToEnd: seconds('postbox.consumer.end_to_end.age', 'From the event occurring to its consumer transaction committing'),
-    retries: count('postbox.consumer.retries', 'Due retries run, by outcome (stale, settled, rescheduled, exhausted, expired)', '{retry}'),
-    traceContextDropped: count('postbox.enqueue.trace_context.dropped', 'Malformed traceparent/tracestate supplied at enqueue and ignored', '{event}'),
-    outboxPending: gauge('postbox.outbox.pending', 'Outbox rows not yet published, by status (pending, publishing)', '{message}'),
-    outboxOldest: gauge('postbox.outbox.oldest_pending_age', 'Age of the oldest unpublished outbox row', 's', ValueType.DOUBLE),
+    processDuration: seconds(
+      'messaging.process.duration',
+      'Duration of one consume task (a batch transaction of up to maxBatchEvents events), dispatch to result',
+    ),
+    events: count(
+      'postbox.consumer.events',
+      'Consumer outcomes per event: applied, drained, duplicate, ignored, parked, failed, scheduled, transient',
+      '{event}',
+    ),
+    endToEnd: seconds(
+      'postbox.consumer.end_to_end.age',
+      'From the event occurring to its consumer transaction committing',
+    ),
+    retries: count(
+      'postbox.consumer.retries',
+      'Due retries run, by outcome (stale, settled, rescheduled, exhausted, expired)',
+      '{retry}',
+    ),
+    traceContextDropped: count(
+      'postbox.enqueue.trace_context.dropped',
+      'Malformed traceparent/tracestate supplied at enqueue and ignored',
+      '{event}',
+    ),
+    outboxPending: gauge(
+      'postbox.outbox.pending',
+      'Outbox rows not yet published, by status (pending, publishing)',
+      '{message}',
+    ),
+    outboxOldest: gauge(
+      'postbox.outbox.oldest_pending_age',
+      'Age of the oldest unpublished outbox row',
+      's',
+      ValueType.DOUBLE,
+    ),
     outboxFailed: gauge('postbox.outbox.failed', 'Outbox rows the relay gave up on (status failed)', '{message}'),
     parked: gauge('postbox.consumer.parked', 'Events parked waiting for an earlier version', '{event}'),
     failuresOpen: gauge('postbox.consumer.failures.open', 'Open rows in the failure store (DLQ size)', '{event}'),
     retriesWaiting: gauge('postbox.consumer.retries.waiting', 'Events scheduled for a durable retry', '{event}'),
-    blocked: gauge('postbox.consumer.blocked_aggregates', 'Aggregates blocked by a retrying or failed event', '{aggregate}'),
-    lag: gauge('postbox.consumer.lag', 'Records on the broker not yet committed by the consumer group, per partition', '{message}'),
+    blocked: gauge(
+      'postbox.consumer.blocked_aggregates',
+      'Aggregates blocked by a retrying or failed event',
+      '{aggregate}',
+    ),
+    lag: gauge(
+      'postbox.consumer.lag',
+      'Records on the broker not yet committed by the consumer group, per partition',
+      '{message}',
+    ),
   };
 }
 
@@ -87,10 +148,12 @@ function relayCycle(result: CycleResult): void {
       const failedSend = { ...topic, [ATTR.errorType]: e.code };
       // Refused rows were never handed to the broker: failures, but not sent messages.
       if (e.rescheduled + e.failed - e.refused > 0) m.sent.add(e.rescheduled + e.failed - e.refused, failedSend);
-      if (e.rescheduled > 0) m.publishFailures.add(e.rescheduled, { ...failedSend, [POSTBOX_ATTR.outcome]: 'rescheduled' });
+      if (e.rescheduled > 0)
+        m.publishFailures.add(e.rescheduled, { ...failedSend, [POSTBOX_ATTR.outcome]: 'rescheduled' });
       if (e.failed > 0) m.publishFailures.add(e.failed, { ...failedSend, [POSTBOX_ATTR.outcome]: 'failed' });
     }
-    for (const ms of t.confirmAgesMs) m.publishLatency.record(Math.max(0, ms) / 1000, { [ATTR.destinationName]: t.topic });
+    for (const ms of t.confirmAgesMs)
+      m.publishLatency.record(Math.max(0, ms) / 1000, { [ATTR.destinationName]: t.topic });
   }
 }
 
@@ -103,22 +166,44 @@ export interface ConsumerScope {
  * One consume task's results, in the order of its records. `now` is when the result reached the main thread,
  * right after the worker's commit: the end of the end-to-end age.
  */
-export function recordConsumeTask(scope: ConsumerScope, records: InboundRecord[], results: RecordResult[], durationMs: number, now = Date.now()): void {
+export function recordConsumeTask(
+  scope: ConsumerScope,
+  records: InboundRecord[],
+  results: RecordResult[],
+  durationMs: number,
+  now = Date.now(),
+): void {
   guard(() => consumeTask(scope, records, results, durationMs, now));
 }
 
-function consumeTask(scope: ConsumerScope, records: InboundRecord[], results: RecordResult[], durationMs: number, now: number): void {
+function consumeTask(
+  scope: ConsumerScope,
+  records: InboundRecord[],
+  results: RecordResult[],
+  durationMs: number,
+  now: number,
+): void {
   const m = instruments();
   if (m.off) return;
   const who = { [POSTBOX_ATTR.consumer]: scope.consumer };
-  m.processDuration.record(durationMs / 1000, { ...SYSTEM, ...who, [ATTR.consumerGroup]: scope.groupId, [ATTR.operationName]: OPERATION.process });
+  m.processDuration.record(durationMs / 1000, {
+    ...SYSTEM,
+    ...who,
+    [ATTR.consumerGroup]: scope.groupId,
+    [ATTR.operationName]: OPERATION.process,
+  });
   for (let i = 0; i < records.length; i++) {
     const record = records[i]!;
     const r = results[i];
     if (!r) continue;
     const topic = { [ATTR.destinationName]: record.topic };
     m.consumed.add(1, { ...SYSTEM, ...who, ...topic, [ATTR.consumerGroup]: scope.groupId });
-    m.events.add(1, { ...who, ...topic, [POSTBOX_ATTR.outcome]: r.outcome, ...(r.code && r.outcome !== 'applied' ? { [ATTR.errorType]: r.code } : {}) });
+    m.events.add(1, {
+      ...who,
+      ...topic,
+      [POSTBOX_ATTR.outcome]: r.outcome,
+      ...(r.code && r.outcome !== 'applied' ? { [ATTR.errorType]: r.code } : {}),
+    });
     if (r.drained > 0) m.events.add(r.drained, { ...who, ...topic, [POSTBOX_ATTR.outcome]: 'drained' });
     if (r.outcome === 'applied') {
       const occurred = Date.parse(record.headers.ce_time ?? '');
@@ -154,7 +239,11 @@ class DatabaseGauges<T> {
   readonly #observables: (m: Instruments) => Observable[];
   readonly #read: (sql: Queryable) => Promise<T>;
   readonly #observe: (value: T, result: BatchObservableResult, m: Instruments) => void;
-  #registered: { meter: Meter; observables: Observable[]; callback: (r: BatchObservableResult) => Promise<void> } | null = null;
+  #registered: {
+    meter: Meter;
+    observables: Observable[];
+    callback: (r: BatchObservableResult) => Promise<void>;
+  } | null = null;
   #cache: { at: number; value: T } | null = null;
   readonly #cacheMs: number;
 
@@ -252,13 +341,19 @@ const consumerGauges = new DatabaseGauges(
 );
 
 const lagSources = new Map<object, { consumer: string; lag: () => PartitionLag[] }>();
-let lagGauge: { gauge: ObservableGauge; callback: (r: { observe(v: number, a?: Attributes): void }) => void } | null = null;
+let lagGauge: { gauge: ObservableGauge; callback: (r: { observe(v: number, a?: Attributes): void }) => void } | null =
+  null;
 
 /**
  * A consumer's gauges while it runs: lag per partition (as last fetched from the broker) and, given a database
  * connection, its parked events, open failures, waiting retries and blocked aggregates.
  */
-export function observeConsumer(owner: object, consumer: string, lag: () => PartitionLag[], sql: Queryable | null): () => void {
+export function observeConsumer(
+  owner: object,
+  consumer: string,
+  lag: () => PartitionLag[],
+  sql: Queryable | null,
+): () => void {
   const m = instruments();
   lagSources.set(owner, { consumer, lag });
   if (!lagGauge || lagGauge.gauge !== m.lag) {
@@ -266,7 +361,11 @@ export function observeConsumer(owner: object, consumer: string, lag: () => Part
     const callback = (result: { observe(v: number, a?: Attributes): void }) => {
       for (const source of lagSources.values()) {
         for (const p of source.lag()) {
-          result.observe(p.lag, { [POSTBOX_ATTR.consumer]: source.consumer, [ATTR.destinationName]: p.topic, [ATTR.partitionId]: String(p.partition) });
+          result.observe(p.lag, {
+            [POSTBOX_ATTR.consumer]: source.consumer,
+            [ATTR.destinationName]: p.topic,
+            [ATTR.partitionId]: String(p.partition),
+          });
         }
       }
     };

@@ -36,23 +36,33 @@ export class ProcessSpans {
     this.#parent = this.#off ? null : contextOf(parentTraceparent);
     // Attributes shared by the task's records are built once per topic (a task has hundreds of records).
     const shared = new Map<string, Attributes>();
-    this.#spans = this.#off ? [] : records.map((r, i) => {
-      const span = this.#start(r.topic);
-      if (span.isRecording()) {
-        let common = shared.get(r.topic);
-        if (!common) shared.set(r.topic, (common = this.#common(r.topic)));
-        span.setAttributes(common);
-        span.setAttributes(messageAttributes({ eventId: r.headers.ce_id ?? null, key: r.key, partition: r.partition, offset: r.offset }));
-        span.setAttribute(POSTBOX_ATTR.attempt, r.attempt);
-        if (r.headers.ce_type) span.setAttribute(POSTBOX_ATTR.eventType, r.headers.ce_type);
-        if (r.headers.ce_aggregateversion) span.setAttribute(POSTBOX_ATTR.aggregateVersion, Number(r.headers.ce_aggregateversion));
-        if (r.value) span.setAttribute(ATTR.bodySize, r.value.length);
-        const link = creationLink(r.headers.traceparent, r.headers.tracestate);
-        if (link) span.addLink(link);
-      }
-      if (r.headers.ce_id) this.#byEvent.set(r.headers.ce_id, i);
-      return span;
-    });
+    this.#spans = this.#off
+      ? []
+      : records.map((r, i) => {
+          const span = this.#start(r.topic);
+          if (span.isRecording()) {
+            let common = shared.get(r.topic);
+            if (!common) shared.set(r.topic, (common = this.#common(r.topic)));
+            span.setAttributes(common);
+            span.setAttributes(
+              messageAttributes({
+                eventId: r.headers.ce_id ?? null,
+                key: r.key,
+                partition: r.partition,
+                offset: r.offset,
+              }),
+            );
+            span.setAttribute(POSTBOX_ATTR.attempt, r.attempt);
+            if (r.headers.ce_type) span.setAttribute(POSTBOX_ATTR.eventType, r.headers.ce_type);
+            if (r.headers.ce_aggregateversion)
+              span.setAttribute(POSTBOX_ATTR.aggregateVersion, Number(r.headers.ce_aggregateversion));
+            if (r.value) span.setAttribute(ATTR.bodySize, r.value.length);
+            const link = creationLink(r.headers.traceparent, r.headers.tracestate);
+            if (link) span.addLink(link);
+          }
+          if (r.headers.ce_id) this.#byEvent.set(r.headers.ce_id, i);
+          return span;
+        });
   }
 
   /** The handler, run inside its event's span; a parked successor's run opens that successor's span. */

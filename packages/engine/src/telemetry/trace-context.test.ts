@@ -1,6 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { creationLink, formatTraceparent, parseTraceparent, sanitizeTraceFields, toTraceFields } from './trace-context.ts';
+import {
+  creationLink,
+  formatTraceparent,
+  parseTraceparent,
+  sanitizeTraceFields,
+  toTraceFields,
+} from './trace-context.ts';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 
@@ -17,8 +23,15 @@ test('a version-00 traceparent parses to a remote span context and formats back 
 });
 
 test('malformed or all-zero trace context is rejected, never thrown over', () => {
-  for (const bad of ['', 'x', '01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', '00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01',
-    '00-00000000000000000000000000000000-b7ad6b7169203331-01', '00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01', `${TP}-extra`]) {
+  for (const bad of [
+    '',
+    'x',
+    '01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    '00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01',
+    '00-00000000000000000000000000000000-b7ad6b7169203331-01',
+    '00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01',
+    `${TP}-extra`,
+  ]) {
     assert.equal(parseTraceparent(bad), null, bad);
     assert.equal(creationLink(bad, null), null, bad);
   }

@@ -18,11 +18,19 @@ export interface TraceContextFields {
 }
 
 /** A version-00 traceparent as a remote span context, or null when it is missing or malformed. */
-export function parseTraceparent(traceparent: string | null | undefined, tracestate?: string | null): SpanContext | null {
+export function parseTraceparent(
+  traceparent: string | null | undefined,
+  tracestate?: string | null,
+): SpanContext | null {
   if (!traceparent) return null;
   const m = TRACEPARENT.exec(traceparent);
   if (!m) return null;
-  const context: SpanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
+  const context: SpanContext = {
+    traceId: m[1]!,
+    spanId: m[2]!,
+    traceFlags: parseInt(m[3]!, 16) & TraceFlags.SAMPLED,
+    isRemote: true,
+  };
   if (!isSpanContextValid(context)) return null; // all-zero ids
   if (tracestate && validTracestate(tracestate)) context.traceState = createTraceState(tracestate);
   return context;
@@ -44,7 +52,10 @@ export function toTraceFields(context: SpanContext): TraceContextFields {
  * it, which means nothing without it) instead of failing the business transaction over telemetry.
  * `dropped` says whether something was thrown away, for the caller's count.
  */
-export function sanitizeTraceFields(traceparent: string | undefined, tracestate: string | undefined): TraceContextFields & { dropped: boolean } {
+export function sanitizeTraceFields(
+  traceparent: string | undefined,
+  tracestate: string | undefined,
+): TraceContextFields & { dropped: boolean } {
   if (traceparent === undefined) return { dropped: tracestate !== undefined };
   if (!parseTraceparent(traceparent)) return { dropped: true };
   if (tracestate === undefined) return { traceparent, dropped: false };
@@ -53,7 +64,11 @@ export function sanitizeTraceFields(traceparent: string | undefined, tracestate:
 }
 
 /** A link to an event's creation context (the conventions: consumers and senders link, they are not children). */
-export function creationLink(traceparent: string | null | undefined, tracestate: string | null | undefined, attributes?: Link['attributes']): Link | null {
+export function creationLink(
+  traceparent: string | null | undefined,
+  tracestate: string | null | undefined,
+  attributes?: Link['attributes'],
+): Link | null {
   const context = parseTraceparent(traceparent, tracestate);
   if (!context) return null;
   return attributes ? { context, attributes } : { context };

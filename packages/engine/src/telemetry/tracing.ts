@@ -1,4 +1,16 @@
-import { context, ProxyTracerProvider, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanOptions } from '@opentelemetry/api';
+import {
+  context,
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanOptions,
+} from '@opentelemetry/api';
 import { ATTR, LEGACY_ATTR, MESSAGING_SYSTEM, OPERATION, POSTBOX_ATTR } from './attributes.ts';
 import { creationLink, parseTraceparent, toTraceFields, type TraceContextFields } from './trace-context.ts';
 
@@ -38,14 +50,20 @@ export function messagingAttributes(operation: string, topic: string | null): At
 }
 
 /** Per-message attributes (on a process span, or on a send span's link to that message). */
-export function messageAttributes(m: { eventId: string | null; key: string | null; partition?: number | null; offset?: string | null }): Attributes {
+export function messageAttributes(m: {
+  eventId: string | null;
+  key: string | null;
+  partition?: number | null;
+  offset?: string | null;
+}): Attributes {
   const attributes: Attributes = {};
   if (m.eventId) attributes[ATTR.messageId] = m.eventId;
   if (m.key !== null) {
     attributes[ATTR.kafkaKey] = m.key;
     attributes[LEGACY_ATTR.kafkaKey] = m.key;
   }
-  if (m.partition !== undefined && m.partition !== null && m.partition >= 0) attributes[ATTR.partitionId] = String(m.partition);
+  if (m.partition !== undefined && m.partition !== null && m.partition >= 0)
+    attributes[ATTR.partitionId] = String(m.partition);
   if (m.offset !== undefined && m.offset !== null && m.offset !== '-1') {
     const offset = Number(m.offset);
     attributes[ATTR.kafkaOffset] = offset;
@@ -105,12 +123,29 @@ export function recordSendSpan(lane: number, startTime: number, messages: SentMe
   if (span.isRecording()) {
     const partitions = new Set(messages.map((m) => m.partition));
     const failed = messages.filter((m) => m.error !== undefined);
-    span.setAttributes({ ...messagingAttributes(OPERATION.send, topic), [ATTR.batchCount]: messages.length, [POSTBOX_ATTR.lane]: lane });
-    if (partitions.size === 1 && messages[0]!.partition !== undefined) span.setAttribute(ATTR.partitionId, String(messages[0]!.partition));
-    if (messages.length === 1) span.setAttributes(messageAttributes({ eventId: messages[0]!.event_id, key: messages[0]!.aggregate_id, offset: messages[0]!.offset ?? null }));
+    span.setAttributes({
+      ...messagingAttributes(OPERATION.send, topic),
+      [ATTR.batchCount]: messages.length,
+      [POSTBOX_ATTR.lane]: lane,
+    });
+    if (partitions.size === 1 && messages[0]!.partition !== undefined)
+      span.setAttribute(ATTR.partitionId, String(messages[0]!.partition));
+    if (messages.length === 1)
+      span.setAttributes(
+        messageAttributes({
+          eventId: messages[0]!.event_id,
+          key: messages[0]!.aggregate_id,
+          offset: messages[0]!.offset ?? null,
+        }),
+      );
     const links: Link[] = [];
     for (const m of messages) {
-      const attributes = messageAttributes({ eventId: m.event_id, key: m.aggregate_id, partition: m.partition ?? null, offset: m.offset ?? null });
+      const attributes = messageAttributes({
+        eventId: m.event_id,
+        key: m.aggregate_id,
+        partition: m.partition ?? null,
+        offset: m.offset ?? null,
+      });
       if (topic === null) attributes[ATTR.destinationName] = m.topic;
       if (m.error !== undefined) attributes[ATTR.errorType] = m.error;
       const link = creationLink(m.traceparent, m.tracestate, attributes);
@@ -119,7 +154,10 @@ export function recordSendSpan(lane: number, startTime: number, messages: SentMe
     span.addLinks(links);
     if (failed.length > 0) {
       span.setAttribute(ATTR.errorType, failed[0]!.error!);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: `${failed.length} of ${messages.length} not confirmed (${failed[0]!.error})` });
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: `${failed.length} of ${messages.length} not confirmed (${failed[0]!.error})`,
+      });
     }
   }
   span.end();

@@ -34,7 +34,9 @@ export function parseFailpoint(value: string): { name: string; pass: number } {
   if (at < 0) return { name: value, pass: 1 };
   const pass = Number(value.slice(at + 1));
   if (!Number.isInteger(pass) || pass < 1) {
-    throw new Error(`POSTBOX_FAILPOINT "${value}" must be <name> or <name>@<n> with n ≥ 1 (one of: ${FAILPOINTS.join(', ')})`);
+    throw new Error(
+      `POSTBOX_FAILPOINT "${value}" must be <name> or <name>@<n> with n ≥ 1 (one of: ${FAILPOINTS.join(', ')})`,
+    );
   }
   return { name: value.slice(0, at), pass };
 }

@@ -40,12 +40,17 @@ const shape: fc.Arbitrary<RunShape> = fc.record({
 });
 
 /** Runs that consumed most of the log, so that something sits below the committed offsets. */
-const consumedShape = shape.map((s) => ({ ...s, progress: s.progress.map((x) => 0.5 + x / 2), committedShare: s.committedShare.map((x) => 0.5 + x / 2) }));
+const consumedShape = shape.map((s) => ({
+  ...s,
+  progress: s.progress.map((x) => 0.5 + x / 2),
+  committedShare: s.committedShare.map((x) => 0.5 + x / 2),
+}));
 
 /** The invariants a report says are violated, in report order. */
 const broken = (r: VerifyReport): Invariant[] => r.violations.map((v) => v.invariant);
 
-const id = (a: number, v: number) => `00000000-0000-7000-8000-${String(a).padStart(6, '0')}${String(v).padStart(6, '0')}`;
+const id = (a: number, v: number) =>
+  `00000000-0000-7000-8000-${String(a).padStart(6, '0')}${String(v).padStart(6, '0')}`;
 
 function simulate(s: RunShape): Run {
   const pending = s.versions.map((n, a) => Array.from({ length: n }, (_, i) => ({ a, v: i + 1 })));
@@ -61,16 +66,47 @@ function simulate(s: RunShape): Run {
   const next = [0n, 0n];
   for (const e of sends) {
     const p = partitionOf(e.a);
-    records.push({ topic: TOPIC, partition: p, offset: String(next[p]!++), key: `a${e.a}`, eventId: id(e.a, e.v), version: e.v, fingerprint: `f${e.a}.${e.v}` });
+    records.push({
+      topic: TOPIC,
+      partition: p,
+      offset: String(next[p]!++),
+      key: `a${e.a}`,
+      eventId: id(e.a, e.v),
+      version: e.v,
+      fingerprint: `f${e.a}.${e.v}`,
+    });
   }
   const outbox: OutboxFact[] = s.versions.flatMap((n, a) =>
     Array.from({ length: n }, (_, i) => {
       const r = records.find((x) => x.eventId === id(a, i + 1))!;
-      return { eventId: id(a, i + 1), aggregateId: `a${a}`, version: i + 1, topic: TOPIC, status: 'published' as const, attempts: 1, partition: r.partition, offset: r.offset, availableAt: AT - 1000, leaseUntil: null };
+      return {
+        eventId: id(a, i + 1),
+        aggregateId: `a${a}`,
+        version: i + 1,
+        topic: TOPIC,
+        status: 'published' as const,
+        attempts: 1,
+        partition: r.partition,
+        offset: r.offset,
+        availableAt: AT - 1000,
+        leaseUntil: null,
+      };
     }),
   );
   const poisoned = new Set(s.poison.map((x) => outbox[x % outbox.length]!.eventId));
-  const facts: ConsumerFacts = { name: 'c', groupId: 'g', topics: [TOPIC], committed: [], inbox: [], versions: [], failures: [], retries: [], parked: [], blocked: [], effects: null };
+  const facts: ConsumerFacts = {
+    name: 'c',
+    groupId: 'g',
+    topics: [TOPIC],
+    committed: [],
+    inbox: [],
+    versions: [],
+    failures: [],
+    retries: [],
+    parked: [],
+    blocked: [],
+    effects: null,
+  };
   const effects: EffectFacts = { kind: 'log', rows: [] };
   const last = new Map<string, number>();
   const blocked = new Set<string>();
@@ -87,7 +123,16 @@ function simulate(s: RunShape): Run {
       }
       if (facts.failures.some((f) => f.eventId === r.eventId)) continue; // the blocker again: absorbed
       if (poisoned.has(r.eventId!) && !blocked.has(agg)) {
-        facts.failures.push({ eventId: r.eventId, aggregateId: agg, version: r.version, topic: TOPIC, partition: p, offset: r.offset, code: 'test_poison', status: 'open' });
+        facts.failures.push({
+          eventId: r.eventId,
+          aggregateId: agg,
+          version: r.version,
+          topic: TOPIC,
+          partition: p,
+          offset: r.offset,
+          code: 'test_poison',
+          status: 'open',
+        });
         facts.blocked.push({ aggregateId: agg, eventId: r.eventId, reason: 'failed' });
         blocked.add(agg);
         continue;
@@ -141,7 +186,9 @@ test('check: an applied event whose effect disappears below the committed offset
       fc.pre(appliedBelowCommit.length > 0);
       const victim = appliedBelowCommit[pick % appliedBelowCommit.length]!;
       const c = observation.consumers[0]!;
-      (c.effects as Extract<EffectFacts, { kind: 'log' }>).rows = (c.effects as Extract<EffectFacts, { kind: 'log' }>).rows.filter((e) => e.eventId !== victim);
+      (c.effects as Extract<EffectFacts, { kind: 'log' }>).rows = (
+        c.effects as Extract<EffectFacts, { kind: 'log' }>
+      ).rows.filter((e) => e.eventId !== victim);
       c.inbox = c.inbox.filter((i) => i.eventId !== victim);
       const r = check(observation);
       assert.ok(r.consumers[0]!.lost.sample.includes(victim), JSON.stringify(r.consumers[0]!.lost));
@@ -195,7 +242,8 @@ test('check: an acknowledged send missing from the log is a lost write; a stored
 });
 
 function base(): Observation {
-  return simulate({ versions: [3, 2], merge: [0, 1], resend: [], progress: [1, 1], committedShare: [1, 1], poison: [] }).observation;
+  return simulate({ versions: [3, 2], merge: [0, 1], resend: [], progress: [1, 1], committedShare: [1, 1], poison: [] })
+    .observation;
 }
 
 test('check: a clean, fully consumed run is ok even as a final check', () => {
@@ -207,7 +255,11 @@ test('check: a clean, fully consumed run is ok even as a final check', () => {
 test('check: the same event id with another payload must be a conflict in the failure store, never absorbed silently', () => {
   const o = base();
   const first = o.records[0]!;
-  o.records.push({ ...first, offset: String(o.records.filter((r) => r.partition === first.partition).length), fingerprint: 'other' });
+  o.records.push({
+    ...first,
+    offset: String(o.records.filter((r) => r.partition === first.partition).length),
+    fingerprint: 'other',
+  });
   const part = o.partitions.find((p) => p.partition === first.partition)!;
   part.high = String(Number(part.high) + 1);
   const committed = o.consumers[0]!.committed.find((p) => p.partition === first.partition)!;
@@ -220,7 +272,16 @@ test('check: the same event id with another payload must be a conflict in the fa
     r.violations.map(({ message: _, ...v }) => v),
     [{ invariant: 'unreported-conflict', consumer: 'c', count: 1, sample: [first.eventId], final: false }],
   );
-  o.consumers[0]!.failures.push({ eventId: first.eventId, aggregateId: first.key, version: first.version, topic: TOPIC, partition: first.partition, offset: first.offset, code: 'event_id_conflict', status: 'open' });
+  o.consumers[0]!.failures.push({
+    eventId: first.eventId,
+    aggregateId: first.key,
+    version: first.version,
+    topic: TOPIC,
+    partition: first.partition,
+    offset: first.offset,
+    code: 'event_id_conflict',
+    status: 'open',
+  });
   const r2 = check(o);
   assert.equal(r2.consumers[0]!.conflicts, 1);
   assert.deepEqual(r2.violations, []);
@@ -245,7 +306,9 @@ test('check: stuck states older than the threshold fail: expired leases, overdue
   const g = base();
   const gc = g.consumers[0]!;
   const v3 = g.outbox.find((x) => x.aggregateId === 'a0' && x.version === 3)!;
-  (gc.effects as Extract<EffectFacts, { kind: 'log' }>).rows = (gc.effects as Extract<EffectFacts, { kind: 'log' }>).rows.filter((e) => e.eventId !== v3.eventId);
+  (gc.effects as Extract<EffectFacts, { kind: 'log' }>).rows = (
+    gc.effects as Extract<EffectFacts, { kind: 'log' }>
+  ).rows.filter((e) => e.eventId !== v3.eventId);
   gc.parked.push({ eventId: v3.eventId, aggregateId: 'a0', version: 3, parkedAt: AT - 120_000 });
   assert.equal(check(g).consumers[0]!.stuck.parkedGaps.count, 1);
   assert.deepEqual(broken(check(g)), ['parked-gap']);
@@ -272,12 +335,17 @@ test('check: a final check fails while events are in flight; an event read whose
   const rc = r.consumers[0]!;
   const retried = (rc.effects as Extract<EffectFacts, { kind: 'log' }>).rows.pop()!;
   rc.inbox = rc.inbox.filter((i) => i.eventId !== retried.eventId);
-  rc.versions = rc.versions.map((v) => (v.aggregateId === retried.aggregateId ? { ...v, lastVersion: retried.version - 1 } : v));
+  rc.versions = rc.versions.map((v) =>
+    v.aggregateId === retried.aggregateId ? { ...v, lastVersion: retried.version - 1 } : v,
+  );
   rc.retries.push({ eventId: retried.eventId, status: 'scheduled', nextAttemptAt: AT + 5000 });
   assert.equal(check(r).consumers[0]!.retrying, 1);
   assert.equal(check(r).ok, true);
   const unsettled = check(r, { final: true }).violations;
-  assert.deepEqual(unsettled.map((v) => [v.invariant, v.count, v.sample, v.final]), [['retry-pending', 1, [retried.eventId], true]]);
+  assert.deepEqual(
+    unsettled.map((v) => [v.invariant, v.count, v.sample, v.final]),
+    [['retry-pending', 1, [retried.eventId], true]],
+  );
   const f = base();
   f.outbox[0]!.status = 'failed';
   assert.equal(check(f).log.failedWritesRead.count, 1);
@@ -287,17 +355,46 @@ test('check: a final check fails while events are in flight; an event read whose
 test('check: records without an event id are accounted by position in the failure store; counts-mode effects', () => {
   const o = base();
   const c = o.consumers[0]!;
-  o.records.push({ topic: TOPIC, partition: 0, offset: o.partitions[0]!.high, key: 'x', eventId: null, version: null, fingerprint: 'junk' });
+  o.records.push({
+    topic: TOPIC,
+    partition: 0,
+    offset: o.partitions[0]!.high,
+    key: 'x',
+    eventId: null,
+    version: null,
+    fingerprint: 'junk',
+  });
   o.partitions[0]!.high = String(Number(o.partitions[0]!.high) + 1);
   c.committed.find((p) => p.partition === 0)!.offset = o.partitions[0]!.high;
   assert.equal(check(o).consumers[0]!.lost.count, 1);
   assert.deepEqual(broken(check(o)), ['lost']);
-  c.failures.push({ eventId: null, aggregateId: 'x', version: null, topic: TOPIC, partition: 0, offset: o.records.at(-1)!.offset, code: 'envelope_invalid', status: 'open' });
+  c.failures.push({
+    eventId: null,
+    aggregateId: 'x',
+    version: null,
+    topic: TOPIC,
+    partition: 0,
+    offset: o.records.at(-1)!.offset,
+    code: 'envelope_invalid',
+    status: 'open',
+  });
   assert.deepEqual(check(o).violations, []);
 
-  c.effects = { kind: 'counts', rows: [{ aggregateId: 'a0', version: 3, count: 3 }, { aggregateId: 'a1', version: 2, count: 2 }] };
+  c.effects = {
+    kind: 'counts',
+    rows: [
+      { aggregateId: 'a0', version: 3, count: 3 },
+      { aggregateId: 'a1', version: 2, count: 2 },
+    ],
+  };
   assert.deepEqual(check(o).violations, []);
-  c.effects = { kind: 'counts', rows: [{ aggregateId: 'a0', version: 3, count: 4 }, { aggregateId: 'a1', version: 2, count: 1 }] };
+  c.effects = {
+    kind: 'counts',
+    rows: [
+      { aggregateId: 'a0', version: 3, count: 4 },
+      { aggregateId: 'a1', version: 2, count: 1 },
+    ],
+  };
   const r = check(o);
   assert.equal(r.consumers[0]!.appliedTwice!.count, 1);
   assert.equal(r.consumers[0]!.outOfOrder.count, 1);
@@ -313,5 +410,8 @@ test('check: a version applied while a lower one was never applied is out of ord
   const r = check(o);
   assert.equal(r.consumers[0]!.appliedTwice, null);
   assert.ok(r.consumers[0]!.outOfOrder.count >= 1 || r.consumers[0]!.lost.count >= 1);
-  assert.ok(broken(r).some((n) => n === 'out-of-order' || n === 'lost'), JSON.stringify(r.violations));
+  assert.ok(
+    broken(r).some((n) => n === 'out-of-order' || n === 'lost'),
+    JSON.stringify(r.violations),
+  );
 });

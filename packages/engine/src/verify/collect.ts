@@ -3,7 +3,15 @@ import { fingerprint } from '../envelope/fingerprint.ts';
 import type { BrokerOffsets } from '../ports/offsets.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import type { TopicReader } from '../ports/topic-reader.ts';
-import { blockedFacts, failureFacts, inboxFacts, outboxFacts, parkedFacts, retryFacts, versionFacts } from '../queries/verify-state.ts';
+import {
+  blockedFacts,
+  failureFacts,
+  inboxFacts,
+  outboxFacts,
+  parkedFacts,
+  retryFacts,
+  versionFacts,
+} from '../queries/verify-state.ts';
 import { readEffects, type EffectSource } from './effect-source.ts';
 import type { ConsumerFacts, Observation, RecordFact } from './observation.ts';
 
@@ -29,7 +37,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * offsets, then PostgreSQL in one read-only repeatable-read transaction. Holds one small fact per record and
  * per row: memory grows with the number of events observed.
  */
-export async function collect(deps: CollectDeps, consumers: VerifyConsumer[], extraTopics: string[] = []): Promise<Observation> {
+export async function collect(
+  deps: CollectDeps,
+  consumers: VerifyConsumer[],
+  extraTopics: string[] = [],
+): Promise<Observation> {
   const at = Date.now();
   const topics = [...new Set([...consumers.flatMap((c) => c.topics), ...extraTopics])].sort();
   const records: RecordFact[] = [];
@@ -37,7 +49,12 @@ export async function collect(deps: CollectDeps, consumers: VerifyConsumer[], ex
   const committed = new Map<string, ConsumerFacts['committed']>();
   for (const c of consumers) {
     const positions = await deps.offsets.positions(c.groupId, c.topics);
-    committed.set(c.name, positions.filter((p) => p.committed !== null).map((p) => ({ topic: p.topic, partition: p.partition, offset: p.committed! })));
+    committed.set(
+      c.name,
+      positions
+        .filter((p) => p.committed !== null)
+        .map((p) => ({ topic: p.topic, partition: p.partition, offset: p.committed! })),
+    );
   }
   return deps.sql.begin('isolation level repeatable read read only', async (tx) => {
     const outbox = await outboxFacts(tx, topics);

@@ -101,4 +101,5 @@ export type EffectFacts =
 export const partitionKey = (topic: string, partition: number): string => `${topic}/${partition}`;
 
 /** The key of a record's position; also how samples name a position, e.g. `orders/2/1841`. */
-export const positionKey = (topic: string, partition: number, offset: string): string => `${topic}/${partition}/${offset}`;
+export const positionKey = (topic: string, partition: number, offset: string): string =>
+  `${topic}/${partition}/${offset}`;

@@ -34,7 +34,17 @@ export interface LogReport {
 }
 
 /** Where one event stands for one consumer (invariants/consumer.ts, stateOf). */
-export type EventState = 'applied' | 'ignored' | 'failed' | 'resolved' | 'retrying' | 'blocked' | 'waiting' | 'relayFailed' | 'inFlight' | 'lost';
+export type EventState =
+  | 'applied'
+  | 'ignored'
+  | 'failed'
+  | 'resolved'
+  | 'retrying'
+  | 'blocked'
+  | 'waiting'
+  | 'relayFailed'
+  | 'inFlight'
+  | 'lost';
 
 export interface ConsumerReport {
   consumer: string;
@@ -108,7 +118,9 @@ export function formatReport(report: VerifyReport): string {
         `overdue retries ${n(c.stuck.overdueRetries)}, stuck gaps ${n(c.stuck.parkedGaps)}`,
     );
   }
-  lines.push(report.ok ? 'OK: no loss, no double effect, no reorder, nothing stuck' : `FAILED (${report.violations.length}):`);
+  lines.push(
+    report.ok ? 'OK: no loss, no double effect, no reorder, nothing stuck' : `FAILED (${report.violations.length}):`,
+  );
   for (const v of report.violations) lines.push(`  - ${v.message}`);
   return lines.join('\n');
 }

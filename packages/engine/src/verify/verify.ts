@@ -8,6 +8,10 @@ import type { VerifyReport } from './report.ts';
  * then check it. `report.ok` is false, with one Violation per broken invariant (violations.ts), on any loss,
  * double effect, reorder, silent conflict, stuck state or log anomaly (and, with `final`, anything in flight).
  */
-export async function verify(deps: CollectDeps, consumers: VerifyConsumer[], options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
+export async function verify(
+  deps: CollectDeps,
+  consumers: VerifyConsumer[],
+  options: Partial<CheckOptions> = {},
+): Promise<VerifyReport> {
   return check(await collect(deps, consumers), options);
 }

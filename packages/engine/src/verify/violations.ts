@@ -6,10 +6,25 @@
  */
 
 /** Invariants of the log, outbox ↔ topic (invariants/log.ts). */
-export type LogInvariant = 'lost-write' | 'position-conflict' | 'failed-write-read' | 'log-reorder' | 'expired-lease' | 'overdue-pending' | 'unpublished';
+export type LogInvariant =
+  | 'lost-write'
+  | 'position-conflict'
+  | 'failed-write-read'
+  | 'log-reorder'
+  | 'expired-lease'
+  | 'overdue-pending'
+  | 'unpublished';
 
 /** Invariants of each consumer: its events (invariants/consumer.ts) and side effects (invariants/effects.ts). */
-export type ConsumerInvariant = 'lost' | 'unreported-conflict' | 'overdue-retry' | 'parked-gap' | 'in-flight' | 'retry-pending' | 'applied-twice' | 'out-of-order';
+export type ConsumerInvariant =
+  | 'lost'
+  | 'unreported-conflict'
+  | 'overdue-retry'
+  | 'parked-gap'
+  | 'in-flight'
+  | 'retry-pending'
+  | 'applied-twice'
+  | 'out-of-order';
 
 export type Invariant = LogInvariant | ConsumerInvariant;
 
@@ -50,13 +65,37 @@ const scope = (consumer: string | null) => (consumer === null ? 'log' : `consume
 export function breached(invariant: Invariant, consumer: string | null, t: Tally | null, what: string): Violation[] {
   if (!t || t.count === 0) return [];
   const shown = `${t.sample.slice(0, SHOWN).join('; ')}${t.count > SHOWN ? '; …' : ''}`;
-  return [{ invariant, consumer, count: t.count, sample: t.sample, final: false, message: `${scope(consumer)}: ${what}: ${t.count} (${shown})` }];
+  return [
+    {
+      invariant,
+      consumer,
+      count: t.count,
+      sample: t.sample,
+      final: false,
+      message: `${scope(consumer)}: ${what}: ${t.count} (${shown})`,
+    },
+  ];
 }
 
 /** Work not settled yet: a violation of a final check only. `what` follows the count: "3 events still in flight". */
-export function unsettled(invariant: Invariant, consumer: string | null, t: Tally, what: string, finalCheck: boolean): Violation[] {
+export function unsettled(
+  invariant: Invariant,
+  consumer: string | null,
+  t: Tally,
+  what: string,
+  finalCheck: boolean,
+): Violation[] {
   if (!finalCheck || t.count === 0) return [];
-  return [{ invariant, consumer, count: t.count, sample: t.sample, final: true, message: `${scope(consumer)}: ${t.count} ${what} (final check)` }];
+  return [
+    {
+      invariant,
+      consumer,
+      count: t.count,
+      sample: t.sample,
+      final: true,
+      message: `${scope(consumer)}: ${t.count} ${what} (final check)`,
+    },
+  ];
 }
 
 /** What an invariant file returns: its part of the report, and the violations found in it. */

@@ -26,7 +26,10 @@ export interface ConsumerRuntimeOptions {
  * and its durable retry schedule when a Redis URL is given. The returned consumer's `stop()` also closes the
  * retry schedule's pool. A failed start leaves nothing open.
  */
-export async function startConsumer(definition: ConsumerDefinition, options: ConsumerRuntimeOptions): Promise<Consumer> {
+export async function startConsumer(
+  definition: ConsumerDefinition,
+  options: ConsumerRuntimeOptions,
+): Promise<Consumer> {
   const log = options.log ?? silentLogger;
   await announce(options.databaseUrl, definition);
   const subscriber = new KafkaSubscriber({
@@ -38,8 +41,16 @@ export async function startConsumer(definition: ConsumerDefinition, options: Con
     ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: options.sessionTimeoutMs }),
     ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs: options.heartbeatIntervalMs }),
     onCrash: ({ error, restart, replaced, retryInMs }) => {
-      const fields = { consumer: definition.name, err: error.message, error_name: error.name, restart, replaced, retryInMs };
-      if (replaced) log.error(fields, 'kafka consumer member crashed and kafkajs gave up on it; a new member joins the group');
+      const fields = {
+        consumer: definition.name,
+        err: error.message,
+        error_name: error.name,
+        restart,
+        replaced,
+        retryInMs,
+      };
+      if (replaced)
+        log.error(fields, 'kafka consumer member crashed and kafkajs gave up on it; a new member joins the group');
       else log.warn(fields, 'kafka consumer member crashed; kafkajs restarts it');
     },
   });

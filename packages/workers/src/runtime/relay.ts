@@ -58,11 +58,16 @@ export async function startRelay(options: RelayRuntimeOptions): Promise<RunningR
  * Creates the topics that are missing, retrying with backoff while Kafka is not ready; false when `signal`
  * aborted first. Consumers of a new topic start after this (a group cannot join a topic that does not exist).
  */
-export async function awaitTopics(options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'log' | 'signal'>): Promise<boolean> {
+export async function awaitTopics(
+  options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'log' | 'signal'>,
+): Promise<boolean> {
   return topicsReady(options, options.log ?? silentLogger);
 }
 
-async function topicsReady(options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'signal'>, log: Logger): Promise<boolean> {
+async function topicsReady(
+  options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'signal'>,
+  log: Logger,
+): Promise<boolean> {
   for (let attempt = 0; !options.signal?.aborted; attempt++) {
     try {
       await ensureTopics(options.kafka, options.topics);
@@ -70,7 +75,10 @@ async function topicsReady(options: Pick<RelayRuntimeOptions, 'kafka' | 'topics'
     } catch (cause) {
       const delay = Math.max(250, backoffDelayMs(attempt));
       if (attempt === 0 || attempt % 10 === 0) {
-        log.warn({ err: (cause as Error).message, retryInMs: delay, attempt }, 'kafka not ready; will create topics when it is');
+        log.warn(
+          { err: (cause as Error).message, retryInMs: delay, attempt },
+          'kafka not ready; will create topics when it is',
+        );
       }
       await abortableDelay(delay, options.signal);
     }

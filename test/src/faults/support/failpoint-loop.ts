@@ -30,7 +30,10 @@ export async function failpointLoop(l: FailpointLoop): Promise<FailpointLoopResu
   const result: FailpointLoopResult = { name: l.name, kills: 0, misses: 0, meanRunMs: 0 };
   let total = 0;
   while (result.kills < l.iterations) {
-    if (Date.now() > l.deadline) throw new Error(`${l.name}: only ${result.kills} of ${l.iterations} kills before the deadline (${result.misses} runs missed the failpoint)`);
+    if (Date.now() > l.deadline)
+      throw new Error(
+        `${l.name}: only ${result.kills} of ${l.iterations} kills before the deadline (${result.misses} runs missed the failpoint)`,
+      );
     const pass = 1 + Math.floor(Math.random() * l.maxPass);
     const started = Date.now();
     const p = l.spawn({ POSTBOX_FAILPOINT: `${l.name}@${pass}` });
@@ -42,7 +45,9 @@ export async function failpointLoop(l: FailpointLoop): Promise<FailpointLoopResu
       continue;
     }
     if (p.child.signalCode !== 'SIGKILL') {
-      throw new Error(`${l.name}@${pass}: the process ended (exit ${p.child.exitCode}, signal ${p.child.signalCode}) instead of dying at its failpoint:\n${p.output().slice(-3000)}`);
+      throw new Error(
+        `${l.name}@${pass}: the process ended (exit ${p.child.exitCode}, signal ${p.child.signalCode}) instead of dying at its failpoint:\n${p.output().slice(-3000)}`,
+      );
     }
     result.kills++;
     total += Date.now() - started;

@@ -18,7 +18,10 @@ const OutboxBacklogRef = builder.objectRef<BacklogReport['outbox']>('OutboxBackl
     publishing: t.exposeInt('publishing'),
     failed: t.exposeInt('failed'),
     oldestPendingAgeMs: t.exposeInt('oldestPendingAgeMs', { nullable: true }),
-    publishRate: t.exposeFloat('publishRate', { nullable: true, description: 'Records/s appended to the topics over the last minute' }),
+    publishRate: t.exposeFloat('publishRate', {
+      nullable: true,
+      description: 'Records/s appended to the topics over the last minute',
+    }),
     topics: t.field({ type: [TopicBacklogRef], resolve: (o) => o.topics }),
   }),
 });
@@ -28,7 +31,10 @@ const PartitionLagRef = builder.objectRef<PartitionBacklog>('PartitionLag').impl
     topic: t.exposeString('topic'),
     partition: t.exposeInt('partition'),
     high: t.exposeString('high', { description: 'High watermark (next offset to be written)' }),
-    committed: t.exposeString('committed', { nullable: true, description: "The group's committed offset (next to read)" }),
+    committed: t.exposeString('committed', {
+      nullable: true,
+      description: "The group's committed offset (next to read)",
+    }),
     lag: t.exposeInt('lag'),
   }),
 });
@@ -40,13 +46,19 @@ const ConsumerBacklogRef = builder.objectRef<ConsumerBacklog>('ConsumerBacklog')
     topics: t.exposeStringList('topics'),
     lag: t.exposeInt('lag', { description: 'Records on its topics not yet committed by the group' }),
     partitions: t.field({ type: [PartitionLagRef], resolve: (c) => c.partitions }),
-    consumeRate: t.exposeFloat('consumeRate', { nullable: true, description: 'Committed records/s over the last minute' }),
+    consumeRate: t.exposeFloat('consumeRate', {
+      nullable: true,
+      description: 'Committed records/s over the last minute',
+    }),
     produceRate: t.exposeFloat('produceRate', { nullable: true, description: 'Records/s appended to its topics' }),
     retriesWaiting: t.exposeInt('retriesWaiting'),
     parked: t.exposeInt('parked', { description: 'Events waiting for an earlier version' }),
     blockedAggregates: t.exposeInt('blockedAggregates'),
     failures: t.exposeInt('failures', { description: 'Open failures in the failure store' }),
-    drainSeconds: t.exposeFloat('drainSeconds', { nullable: true, description: 'lag ÷ (consumeRate − produceRate); null when not draining' }),
+    drainSeconds: t.exposeFloat('drainSeconds', {
+      nullable: true,
+      description: 'lag ÷ (consumeRate − produceRate); null when not draining',
+    }),
   }),
 });
 
@@ -55,7 +67,10 @@ export const BacklogRef = builder.objectRef<BacklogReport>('Backlog').implement(
     at: t.field({ type: 'DateTime', resolve: (b) => b.at }),
     outbox: t.field({ type: OutboxBacklogRef, resolve: (b) => b.outbox }),
     consumers: t.field({ type: [ConsumerBacklogRef], resolve: (b) => b.consumers }),
-    brokerError: t.exposeString('brokerError', { nullable: true, description: 'Why lag and rates are missing (broker unreachable)' }),
+    brokerError: t.exposeString('brokerError', {
+      nullable: true,
+      description: 'Why lag and rates are missing (broker unreachable)',
+    }),
   }),
 });
 
@@ -80,7 +95,8 @@ builder.subscriptionField('backlog', (t) =>
 );
 
 async function* every<T>(intervalMs: number, next: () => Promise<T>): AsyncGenerator<T> {
-  if (!Number.isInteger(intervalMs) || intervalMs < 1000 || intervalMs > 60_000) throw invalid('intervalMs', `must be 1000…60000 (got ${intervalMs})`);
+  if (!Number.isInteger(intervalMs) || intervalMs < 1000 || intervalMs > 60_000)
+    throw invalid('intervalMs', `must be 1000…60000 (got ${intervalMs})`);
   for (;;) {
     yield await next();
     await new Promise((r) => setTimeout(r, intervalMs));

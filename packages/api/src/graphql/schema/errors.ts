@@ -9,8 +9,25 @@ export const ErrorInterface = builder.interfaceRef<Error & { code?: string }>('E
   }),
 });
 
-builder.objectType(NotFoundError, { name: 'NotFoundError', interfaces: [ErrorInterface], isTypeOf: (e) => e instanceof NotFoundError, fields: () => ({}) });
-builder.objectType(ActionRefusedError, { name: 'ActionRefusedError', description: 'Not possible in the current state; nothing changed', interfaces: [ErrorInterface], isTypeOf: (e) => e instanceof ActionRefusedError, fields: () => ({}) });
-builder.objectType(ConfigError, { name: 'InvalidRequestError', description: 'The request cannot be carried out as given (e.g. an edited payload for many failures)', interfaces: [ErrorInterface], isTypeOf: (e) => e instanceof ConfigError, fields: () => ({}) });
+builder.objectType(NotFoundError, {
+  name: 'NotFoundError',
+  interfaces: [ErrorInterface],
+  isTypeOf: (e) => e instanceof NotFoundError,
+  fields: () => ({}),
+});
+builder.objectType(ActionRefusedError, {
+  name: 'ActionRefusedError',
+  description: 'Not possible in the current state; nothing changed',
+  interfaces: [ErrorInterface],
+  isTypeOf: (e) => e instanceof ActionRefusedError,
+  fields: () => ({}),
+});
+builder.objectType(ConfigError, {
+  name: 'InvalidRequestError',
+  description: 'The request cannot be carried out as given (e.g. an edited payload for many failures)',
+  interfaces: [ErrorInterface],
+  isTypeOf: (e) => e instanceof ConfigError,
+  fields: () => ({}),
+});
 
 export const MUTATION_ERRORS = [NotFoundError, ActionRefusedError, ConfigError];

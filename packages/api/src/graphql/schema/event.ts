@@ -6,7 +6,9 @@ const ConsumerEventStateEnum = builder.enumType('ConsumerEventState', {
   values: ['pending', 'applied', 'duplicate', 'parked', 'retrying', 'failed', 'skipped'] as const,
 });
 
-const OutboxStatusEnum = builder.enumType('OutboxStatus', { values: ['pending', 'publishing', 'published', 'failed'] as const });
+const OutboxStatusEnum = builder.enumType('OutboxStatus', {
+  values: ['pending', 'publishing', 'published', 'failed'] as const,
+});
 
 const OutboxStateRef = builder.objectRef<OutboxEventRow>('OutboxState').implement({
   fields: (t) => ({
@@ -43,7 +45,12 @@ const EventRef = builder.objectRef<EventStatus>('Event').implement({
     aggregateId: t.string({ nullable: true, resolve: (e) => e.outbox?.aggregate_id ?? null }),
     aggregateVersion: t.int({ nullable: true, resolve: (e) => e.outbox?.aggregate_version ?? null }),
     occurredAt: t.field({ type: 'DateTime', nullable: true, resolve: (e) => e.outbox?.occurred_at ?? null }),
-    outbox: t.field({ type: OutboxStateRef, nullable: true, description: 'Null when the event did not go through this outbox', resolve: (e) => e.outbox }),
+    outbox: t.field({
+      type: OutboxStateRef,
+      nullable: true,
+      description: 'Null when the event did not go through this outbox',
+      resolve: (e) => e.outbox,
+    }),
     consumers: t.field({ type: [ConsumerEventRef], resolve: (e) => e.consumers }),
   }),
 });

@@ -10,7 +10,9 @@ import { builder } from '../builder.ts';
 import { keysetPage } from '../connection.ts';
 import { decodeCursor, invalid, MAX_PAGE, pageSize, text, timeRange } from '../validate.ts';
 
-const FailureStatusEnum = builder.enumType('FailureStatus', { values: ['open', 'replayed', 'skipped', 'expired'] as const });
+const FailureStatusEnum = builder.enumType('FailureStatus', {
+  values: ['open', 'replayed', 'skipped', 'expired'] as const,
+});
 
 export const FailureRef = builder.objectRef<FailureSummary>('Failure').implement({
   description: 'An event a consumer could not apply, kept with why (the payload needs the payload scope)',
@@ -34,7 +36,8 @@ export const FailureRef = builder.objectRef<FailureSummary>('Failure').implement
       nullable: true,
       description: 'The raw bytes as received, base64 (null after retention removed them)',
       authScopes: { payload: true },
-      resolve: async (f, _args, ctx) => (await readFailure(ctx.deps.sql, f.failure_id))?.payload?.toString('base64') ?? null,
+      resolve: async (f, _args, ctx) =>
+        (await readFailure(ctx.deps.sql, f.failure_id))?.payload?.toString('base64') ?? null,
     }),
   }),
 });
@@ -50,11 +53,24 @@ export const FailureFilterInput = builder.inputType('FailureFilter', {
   }),
 });
 
-type FilterArg = { consumer?: string | null; errorCode?: string | null; eventType?: string | null; status?: string | null; since?: Date | null; until?: Date | null } | null | undefined;
+type FilterArg =
+  | {
+      consumer?: string | null;
+      errorCode?: string | null;
+      eventType?: string | null;
+      status?: string | null;
+      since?: Date | null;
+      until?: Date | null;
+    }
+  | null
+  | undefined;
 
 /** A validated engine filter from the GraphQL input; hostile values are refused, not passed on. */
 export function failureFilter(f: FilterArg, path = 'filter'): FailureFilter {
-  const out: FailureFilter = { status: (f?.status ?? 'open') as FailureFilter['status'], ...timeRange(f?.since, f?.until) };
+  const out: FailureFilter = {
+    status: (f?.status ?? 'open') as FailureFilter['status'],
+    ...timeRange(f?.since, f?.until),
+  };
   const consumer = text(`${path}.consumer`, f?.consumer);
   const errorCode = text(`${path}.errorCode`, f?.errorCode);
   const eventType = text(`${path}.eventType`, f?.eventType);
@@ -102,7 +118,8 @@ builder.queryField('blockedAggregates', (t) =>
     args: { consumer: t.arg.string(), first: t.arg.int({ defaultValue: 50 }) },
     resolve: (_root, args, ctx) => {
       const first = args.first ?? 50;
-      if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE) throw invalid('first', `must be 1…${MAX_PAGE} (got ${first})`);
+      if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE)
+        throw invalid('first', `must be 1…${MAX_PAGE} (got ${first})`);
       return listBlocked(ctx.deps.sql, text('consumer', args.consumer) ?? null, first);
     },
   }),

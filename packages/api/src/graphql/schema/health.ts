@@ -13,7 +13,12 @@ const HealthCheckRef = builder.objectRef<HealthCheck>('HealthCheck').implement({
 const HealthRef = builder.objectRef<{ ready: boolean; checks: HealthCheck[] }>('Health').implement({
   fields: (t) => ({
     ready: t.exposeBoolean('ready', { description: 'Every dependency answered (PostgreSQL, Kafka, Redis)' }),
-    checks: t.field({ type: [HealthCheckRef], description: 'Needs the viewer scope', authScopes: { viewer: true }, resolve: (h) => h.checks }),
+    checks: t.field({
+      type: [HealthCheckRef],
+      description: 'Needs the viewer scope',
+      authScopes: { viewer: true },
+      resolve: (h) => h.checks,
+    }),
   }),
 });
 

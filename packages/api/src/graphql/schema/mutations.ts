@@ -20,12 +20,26 @@ import { FailureFilterInput, failureFilter } from './failure.ts';
  * An operator action: the engine writes the audit record of a success in its own transaction; an expected
  * refusal (not found, wrong state) is audited here, then returned as a typed error.
  */
-async function audited<T>(ctx: ApiContext, action: string, target: string, reason: string | null, run: () => Promise<T>): Promise<T> {
+async function audited<T>(
+  ctx: ApiContext,
+  action: string,
+  target: string,
+  reason: string | null,
+  run: () => Promise<T>,
+): Promise<T> {
   try {
     return await run();
   } catch (error) {
     if (error instanceof NotFoundError || error instanceof ActionRefusedError || error instanceof ConfigError) {
-      await insertAudit(ctx.deps.sql, { actor: ctx.caller.actor, action, reason, target, before: null, after: { code: error.code, message: error.message }, outcome: 'refused' });
+      await insertAudit(ctx.deps.sql, {
+        actor: ctx.caller.actor,
+        action,
+        reason,
+        target,
+        before: null,
+        after: { code: error.code, message: error.message },
+        outcome: 'refused',
+      });
     }
     throw error;
   }
@@ -37,7 +51,9 @@ function schedulerOf(ctx: ApiContext, consumer: string) {
   return s;
 }
 
-const ReplayVerdictEnum = builder.enumType('ReplayVerdict', { values: ['would_apply', 'would_park', 'would_ignore', 'not_replayable', 'scheduled'] as const });
+const ReplayVerdictEnum = builder.enumType('ReplayVerdict', {
+  values: ['would_apply', 'would_park', 'would_ignore', 'not_replayable', 'scheduled'] as const,
+});
 
 const ReplayItemRef = builder.objectRef<ReplayItem>('ReplayItem').implement({
   fields: (t) => ({
@@ -64,7 +80,8 @@ const ReplayReportRef = builder.objectRef<{ dryRun: boolean; items: ReplayItem[]
 builder.mutationField('replayFailures', (t) =>
   t.field({
     type: ReplayReportRef,
-    description: 'Replays failures through the consumer’s own transaction (retry ledger). dryRun (the default) checks and changes nothing.',
+    description:
+      'Replays failures through the consumer’s own transaction (retry ledger). dryRun (the default) checks and changes nothing.',
     authScopes: { operator: true },
     errors: { types: MUTATION_ERRORS },
     args: {
@@ -77,15 +94,30 @@ builder.mutationField('replayFailures', (t) =>
     resolve: async (_root, args, ctx) => {
       const reason = requiredText('reason', args.reason);
       const limit = args.limit ?? 50;
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalid('limit', `must be 1…1000 (got ${limit})`);
-      if (args.ids && (args.ids.length > 1000 || args.ids.some((id) => !Number.isInteger(id) || id < 1))) throw invalid('ids', 'must be at most 1000 positive failure ids');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+        throw invalid('limit', `must be 1…1000 (got ${limit})`);
+      if (args.ids && (args.ids.length > 1000 || args.ids.some((id) => !Number.isInteger(id) || id < 1)))
+        throw invalid('ids', 'must be at most 1000 positive failure ids');
       const filter = { ...failureFilter(args.filter), ...(args.ids ? { ids: args.ids } : {}) };
       const dryRun = args.dryRun ?? true;
       const target = args.ids ? `failures:${args.ids.join(',')}` : `failures:${JSON.stringify(filter)}`;
       return audited(ctx, 'failure.replay', target, reason, async () => {
-        const items = await replayFailures(ctx.deps.sql, dryRun ? null : (c) => schedulerOf(ctx, c), { filter, limit, dryRun, actor: ctx.caller.actor, reason });
+        const items = await replayFailures(ctx.deps.sql, dryRun ? null : (c) => schedulerOf(ctx, c), {
+          filter,
+          limit,
+          dryRun,
+          actor: ctx.caller.actor,
+          reason,
+        });
         if (dryRun) {
-          await insertAudit(ctx.deps.sql, { actor: ctx.caller.actor, action: 'failure.replay.dry_run', reason, target, before: null, after: { checked: items.length, verdicts: count(items) } });
+          await insertAudit(ctx.deps.sql, {
+            actor: ctx.caller.actor,
+            action: 'failure.replay.dry_run',
+            reason,
+            target,
+            before: null,
+            after: { checked: items.length, verdicts: count(items) },
+          });
         }
         return { dryRun, items };
       });
@@ -114,7 +146,9 @@ builder.mutationField('retryNow', (t) =>
       const consumer = requiredText('consumer', args.consumer, 200);
       const eventId = uuid('eventId', String(args.eventId));
       const reason = text('reason', args.reason, 500) ?? null;
-      return audited(ctx, 'retry.now', `consumer:${consumer}/event:${eventId}`, reason, () => retryNow(ctx.deps.sql, schedulerOf(ctx, consumer), { consumer, eventId, actor: ctx.caller.actor, reason }));
+      return audited(ctx, 'retry.now', `consumer:${consumer}/event:${eventId}`, reason, () =>
+        retryNow(ctx.deps.sql, schedulerOf(ctx, consumer), { consumer, eventId, actor: ctx.caller.actor, reason }),
+      );
     },
   }),
 );
@@ -130,17 +164,30 @@ const RepublishRef = builder.objectRef<RepublishResult>('Republished').implement
 builder.mutationField('republish', (t) =>
   t.field({
     type: RepublishRef,
-    description: 'Back-fill: sends versions of an aggregate again from the outbox (same event ids; consumers absorb duplicates)',
+    description:
+      'Back-fill: sends versions of an aggregate again from the outbox (same event ids; consumers absorb duplicates)',
     authScopes: { operator: true },
     errors: { types: MUTATION_ERRORS },
-    args: { aggregateId: t.arg.string({ required: true }), fromVersion: t.arg.int({ required: true }), toVersion: t.arg.int(), reason: t.arg.string({ required: true }) },
+    args: {
+      aggregateId: t.arg.string({ required: true }),
+      fromVersion: t.arg.int({ required: true }),
+      toVersion: t.arg.int(),
+      reason: t.arg.string({ required: true }),
+    },
     resolve: (_root, args, ctx) => {
       const aggregateId = requiredText('aggregateId', args.aggregateId, 500);
       const reason = requiredText('reason', args.reason);
       if (args.fromVersion < 1) throw invalid('fromVersion', `must be ≥ 1 (got ${args.fromVersion})`);
-      if (args.toVersion != null && args.toVersion < args.fromVersion) throw invalid('toVersion', `must be ≥ fromVersion (got ${args.toVersion})`);
+      if (args.toVersion != null && args.toVersion < args.fromVersion)
+        throw invalid('toVersion', `must be ≥ fromVersion (got ${args.toVersion})`);
       return audited(ctx, 'outbox.republish', `aggregate:${aggregateId}`, reason, () =>
-        republish(ctx.deps.sql, { aggregateId, fromVersion: args.fromVersion, ...(args.toVersion == null ? {} : { toVersion: args.toVersion }), actor: ctx.caller.actor, reason }),
+        republish(ctx.deps.sql, {
+          aggregateId,
+          fromVersion: args.fromVersion,
+          ...(args.toVersion == null ? {} : { toVersion: args.toVersion }),
+          actor: ctx.caller.actor,
+          reason,
+        }),
       );
     },
   }),
@@ -152,7 +199,10 @@ const SkipRef = builder.objectRef<SkipResult>('EventSkipped').implement({
     eventId: t.exposeString('eventId'),
     aggregateId: t.exposeString('aggregateId'),
     skippedVersion: t.exposeInt('skippedVersion'),
-    resumedEventId: t.exposeString('resumedEventId', { nullable: true, description: 'The parked successor now draining' }),
+    resumedEventId: t.exposeString('resumedEventId', {
+      nullable: true,
+      description: 'The parked successor now draining',
+    }),
     auditId: t.exposeInt('auditId'),
   }),
 });
@@ -163,12 +213,23 @@ builder.mutationField('skipEvent', (t) =>
     description: 'Explicit unblock: the consumer moves past a failed head event without its side effect (admin)',
     authScopes: { admin: true },
     errors: { types: MUTATION_ERRORS },
-    args: { consumer: t.arg.string({ required: true }), eventId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
+    args: {
+      consumer: t.arg.string({ required: true }),
+      eventId: t.arg.id({ required: true }),
+      reason: t.arg.string({ required: true }),
+    },
     resolve: (_root, args, ctx) => {
       const consumer = requiredText('consumer', args.consumer, 200);
       const eventId = uuid('eventId', String(args.eventId));
       const reason = requiredText('reason', args.reason);
-      return audited(ctx, 'event.skip', `consumer:${consumer}/event:${eventId}`, reason, () => skipEvent(ctx.deps.sql, ctx.deps.schedulerFor(consumer), { consumer, eventId, actor: ctx.caller.actor, reason }));
+      return audited(ctx, 'event.skip', `consumer:${consumer}/event:${eventId}`, reason, () =>
+        skipEvent(ctx.deps.sql, ctx.deps.schedulerFor(consumer), {
+          consumer,
+          eventId,
+          actor: ctx.caller.actor,
+          reason,
+        }),
+      );
     },
   }),
 );

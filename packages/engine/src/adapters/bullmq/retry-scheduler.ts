@@ -41,7 +41,11 @@ export class BullmqRetryScheduler implements RetryScheduler {
     this.consumer = options.consumer;
     this.queueName = options.queueName ?? `postbox-retry.${options.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}`;
     // Queue calls fail fast while Redis is away (the ledger keeps the truth; reconciliation re-enqueues).
-    this.#queueConnection = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false });
+    this.#queueConnection = new Redis(options.redisUrl, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      lazyConnect: false,
+    });
     this.#queueConnection.on('error', () => {});
     this.#queue = new Queue(this.queueName, { connection: this.#queueConnection });
     this.#queue.on('error', () => {});
@@ -50,7 +54,13 @@ export class BullmqRetryScheduler implements RetryScheduler {
   /** Enqueues (or keeps, if it exists) the job for this attempt, due at `job.dueAt`. */
   async schedule(job: RetryJob): Promise<void> {
     // Built field by field, so nothing a caller spread into `job` reaches Redis.
-    const data: RetryJob = { consumer: job.consumer, eventId: job.eventId, attempt: job.attempt, dueAt: job.dueAt, ...(job.traceparent ? { traceparent: job.traceparent } : {}) };
+    const data: RetryJob = {
+      consumer: job.consumer,
+      eventId: job.eventId,
+      attempt: job.attempt,
+      dueAt: job.dueAt,
+      ...(job.traceparent ? { traceparent: job.traceparent } : {}),
+    };
     await this.#queue.add('retry', data, {
       jobId: retryJobId(job),
       delay: Math.max(0, job.dueAt - Date.now()),
@@ -93,7 +103,10 @@ export class BullmqRetryScheduler implements RetryScheduler {
    * Starts processing due jobs. `process` must be idempotent: it reads the ledger row and acts only if due.
    * `onFailed` hears of every run that threw (BullMQ tries a job 3 times; reconciliation enqueues it again after).
    */
-  start(process: (job: RetryJob) => Promise<void>, onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void): void {
+  start(
+    process: (job: RetryJob) => Promise<void>,
+    onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void,
+  ): void {
     if (this.#worker) throw new Error('retry scheduler already started');
     this.#workerConnection = new Redis(this.#options.redisUrl, { maxRetriesPerRequest: null });
     this.#workerConnection.on('error', () => {});

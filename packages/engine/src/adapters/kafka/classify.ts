@@ -38,10 +38,15 @@ export function classifyKafkaError(error: unknown): PostboxError {
   let kind: ErrorKind = 'transient';
   if (type && PERMANENT_TYPES.has(type)) kind = 'permanent';
   else if (root.name && UNKNOWN_NAMES.has(root.name)) kind = 'unknown';
-  const code = type ? `kafka_${type.toLowerCase()}` : `kafka_${(root.name ?? 'error').replace(/^KafkaJS/, '').toLowerCase()}`;
+  const code = type
+    ? `kafka_${type.toLowerCase()}`
+    : `kafka_${(root.name ?? 'error').replace(/^KafkaJS/, '').toLowerCase()}`;
   const message = error instanceof Error ? error.message : String(error);
   const permanentAfter = type ? PERMANENT_AFTER.get(type) : undefined;
-  return new BrokerError(code, kind, `kafka: ${message}`, { cause: error, ...(permanentAfter ? { permanentAfter } : {}) });
+  return new BrokerError(code, kind, `kafka: ${message}`, {
+    cause: error,
+    ...(permanentAfter ? { permanentAfter } : {}),
+  });
 }
 
 function rootCause(error: unknown): KafkaLikeError {

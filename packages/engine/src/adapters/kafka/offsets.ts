@@ -25,13 +25,23 @@ export class KafkaOffsets implements BrokerOffsets {
       const out: PartitionPosition[] = [];
       for (const topic of topics) {
         for (const p of await this.#admin.fetchTopicOffsets(topic)) {
-          out.push({ topic, partition: p.partition, high: p.high, committed: committed.get(`${topic}/${p.partition}`) ?? null });
+          out.push({
+            topic,
+            partition: p.partition,
+            high: p.high,
+            committed: committed.get(`${topic}/${p.partition}`) ?? null,
+          });
         }
       }
       return out.sort((a, b) => (a.topic === b.topic ? a.partition - b.partition : a.topic < b.topic ? -1 : 1));
     } catch (cause) {
       // The admin reconnects by itself on the next request; a failed request (an unknown topic) leaves it connected.
-      throw new BrokerError('broker_unavailable', 'transient', `reading broker offsets failed: ${(cause as Error).message}`, { cause });
+      throw new BrokerError(
+        'broker_unavailable',
+        'transient',
+        `reading broker offsets failed: ${(cause as Error).message}`,
+        { cause },
+      );
     }
   }
 
@@ -40,7 +50,9 @@ export class KafkaOffsets implements BrokerOffsets {
     try {
       await this.#admin.describeCluster();
     } catch (cause) {
-      throw new BrokerError('broker_unavailable', 'transient', `broker did not answer: ${(cause as Error).message}`, { cause });
+      throw new BrokerError('broker_unavailable', 'transient', `broker did not answer: ${(cause as Error).message}`, {
+        cause,
+      });
     }
   }
 
@@ -54,10 +66,13 @@ export class KafkaOffsets implements BrokerOffsets {
   }
 
   #connect(): Promise<void> {
-    if (this.#closed) return Promise.reject(new BrokerError('broker_closed', 'permanent', 'broker offsets reader is closed'));
+    if (this.#closed)
+      return Promise.reject(new BrokerError('broker_closed', 'permanent', 'broker offsets reader is closed'));
     this.#connected ??= this.#admin.connect().catch((cause: unknown) => {
       this.#connected = null;
-      throw new BrokerError('broker_unavailable', 'transient', `cannot reach the broker: ${(cause as Error).message}`, { cause });
+      throw new BrokerError('broker_unavailable', 'transient', `cannot reach the broker: ${(cause as Error).message}`, {
+        cause,
+      });
     });
     return this.#connected;
   }

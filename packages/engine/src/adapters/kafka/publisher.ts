@@ -103,13 +103,26 @@ export class KafkaPublisher implements Publisher {
    */
   #queued(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
     const run = this.#tail.then(async (): Promise<PublishOutcome[]> => {
-      if (deadline <= Date.now()) return unsent(messages, new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'));
+      if (deadline <= Date.now())
+        return unsent(
+          messages,
+          new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'),
+        );
       const producer = this.#producer;
       let timer: NodeJS.Timeout | undefined;
       const stalled = new Promise<PublishOutcome[]>((resolve) => {
         timer = setTimeout(() => {
           this.#renew(producer);
-          resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', `the broker did not answer within ${this.#stallMs} ms; producer replaced`)));
+          resolve(
+            unsent(
+              messages,
+              new BrokerError(
+                'publish_timeout',
+                'unknown',
+                `the broker did not answer within ${this.#stallMs} ms; producer replaced`,
+              ),
+            ),
+          );
         }, this.#stallMs);
       });
       try {
@@ -179,10 +192,20 @@ export class KafkaPublisher implements Publisher {
   }
 }
 
-async function byDeadline(run: Promise<PublishOutcome[]>, deadline: number, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
+async function byDeadline(
+  run: Promise<PublishOutcome[]>,
+  deadline: number,
+  messages: OutboundMessage[],
+): Promise<PublishOutcome[]> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<PublishOutcome[]>((resolve) => {
-    timer = setTimeout(() => resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', 'not confirmed by the publish deadline'))), Math.max(0, deadline - Date.now()));
+    timer = setTimeout(
+      () =>
+        resolve(
+          unsent(messages, new BrokerError('publish_timeout', 'unknown', 'not confirmed by the publish deadline')),
+        ),
+      Math.max(0, deadline - Date.now()),
+    );
   });
   try {
     return await Promise.race([run, late]);

@@ -1,7 +1,13 @@
 import type { Admin, Kafka, Consumer as KafkaConsumer, KafkaMessage } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
-import type { InboundRecord, PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
+import type {
+  InboundRecord,
+  PartitionLag,
+  Subscriber,
+  SubscriberSink,
+  TopicPartition,
+} from '../../ports/subscriber.ts';
 import { headersOf } from './headers.ts';
 
 export interface KafkaSubscriberOptions extends KafkaConnection {
@@ -86,7 +92,11 @@ export class KafkaSubscriber implements Subscriber {
       if (consumer !== this.#consumer) return;
       this.#replaceDelayMs = REPLACE_MIN_MS;
       const assignment = event.payload.memberAssignment as Record<string, number[]>;
-      this.#sink?.onAssignment(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((partition) => ({ topic, partition }))));
+      this.#sink?.onAssignment(
+        Object.entries(assignment).flatMap(([topic, partitions]) =>
+          partitions.map((partition) => ({ topic, partition })),
+        ),
+      );
     });
     consumer.on(consumer.events.CRASH, (event) => {
       if (consumer !== this.#consumer || this.#closed) return;
@@ -103,7 +113,8 @@ export class KafkaSubscriber implements Subscriber {
   async #run(consumer: KafkaConsumer): Promise<void> {
     try {
       await consumer.connect();
-      for (const topic of this.#options.topics) await consumer.subscribe({ topic, fromBeginning: this.#options.fromBeginning ?? true });
+      for (const topic of this.#options.topics)
+        await consumer.subscribe({ topic, fromBeginning: this.#options.fromBeginning ?? true });
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
@@ -127,15 +138,17 @@ export class KafkaSubscriber implements Subscriber {
   #offer(topic: string, partition: number, messages: KafkaMessage[]): number {
     let taken = 0;
     for (let at = 0; at < messages.length; at += OFFER_CHUNK) {
-      const chunk = messages.slice(at, at + OFFER_CHUNK).map((m): InboundRecord => ({
-        topic,
-        partition,
-        offset: m.offset,
-        key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
-        // Copied: kafkajs values are slices of the whole fetch response, which would stay alive with them.
-        value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
-        headers: headersOf(m.headers),
-      }));
+      const chunk = messages.slice(at, at + OFFER_CHUNK).map(
+        (m): InboundRecord => ({
+          topic,
+          partition,
+          offset: m.offset,
+          key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
+          // Copied: kafkajs values are slices of the whole fetch response, which would stay alive with them.
+          value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
+          headers: headersOf(m.headers),
+        }),
+      );
       const took = this.#sink!.onRecords(chunk);
       taken += took;
       if (took < chunk.length) break;
@@ -161,7 +174,12 @@ export class KafkaSubscriber implements Subscriber {
           await this.#run(next);
         } catch (cause) {
           // connect or subscribe failed: no CRASH event comes for that, so report it and go round again.
-          this.#options.onCrash?.({ error: cause as Error, restart: false, replaced: true, retryInMs: this.#replaceDelayMs });
+          this.#options.onCrash?.({
+            error: cause as Error,
+            restart: false,
+            replaced: true,
+            retryInMs: this.#replaceDelayMs,
+          });
           this.#replaceLater();
         }
       })();
@@ -171,7 +189,9 @@ export class KafkaSubscriber implements Subscriber {
   async commit(offsets: Array<TopicPartition & { offset: string }>): Promise<void> {
     if (offsets.length === 0) return;
     try {
-      await this.#consumer.commitOffsets(offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset })));
+      await this.#consumer.commitOffsets(
+        offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset })),
+      );
     } catch (cause) {
       throw classifyKafkaError(cause);
     }
@@ -180,11 +200,13 @@ export class KafkaSubscriber implements Subscriber {
   // Between a crash and the member's restart kafkajs has no group to pause and throws; nothing is fetched then,
   // and the caller pauses again on the next assignment.
   pause(partitions: TopicPartition[]): void {
-    for (const [topic, list] of byTopic(partitions)) ignoreNotRunning(() => this.#consumer.pause([{ topic, partitions: list }]));
+    for (const [topic, list] of byTopic(partitions))
+      ignoreNotRunning(() => this.#consumer.pause([{ topic, partitions: list }]));
   }
 
   resume(partitions: TopicPartition[]): void {
-    for (const [topic, list] of byTopic(partitions)) ignoreNotRunning(() => this.#consumer.resume([{ topic, partitions: list }]));
+    for (const [topic, list] of byTopic(partitions))
+      ignoreNotRunning(() => this.#consumer.resume([{ topic, partitions: list }]));
   }
 
   lag(): Promise<PartitionLag[]> {
@@ -207,7 +229,13 @@ export class KafkaSubscriber implements Subscriber {
       for (const p of partitions) {
         const h = high.get(p.partition) ?? '0';
         const c = p.offset === '-1' ? null : p.offset;
-        out.push({ topic, partition: p.partition, committed: c, high: h, lag: Math.max(0, Number(BigInt(h) - BigInt(c ?? '0'))) });
+        out.push({
+          topic,
+          partition: p.partition,
+          committed: c,
+          high: h,
+          lag: Math.max(0, Number(BigInt(h) - BigInt(c ?? '0'))),
+        });
       }
     }
     return out;

@@ -31,29 +31,54 @@ export class KafkaTopicReader implements TopicReader {
     try {
       await admin.connect();
       for (const topic of topics) {
-        for (const p of await admin.fetchTopicOffsets(topic)) bounds.push({ topic, partition: p.partition, low: p.low, high: p.high });
+        for (const p of await admin.fetchTopicOffsets(topic))
+          bounds.push({ topic, partition: p.partition, low: p.low, high: p.high });
       }
     } catch (cause) {
       await admin.disconnect().catch(() => {});
-      throw new BrokerError('broker_unavailable', 'transient', `reading the end offsets of ${topics.join(', ')} failed: ${(cause as Error).message}`, { cause });
+      throw new BrokerError(
+        'broker_unavailable',
+        'transient',
+        `reading the end offsets of ${topics.join(', ')} failed: ${(cause as Error).message}`,
+        { cause },
+      );
     }
-    const open = new Map(bounds.filter((b) => BigInt(b.high) > BigInt(b.low)).map((b) => [`${b.topic}/${b.partition}`, BigInt(b.high)]));
+    const open = new Map(
+      bounds.filter((b) => BigInt(b.high) > BigInt(b.low)).map((b) => [`${b.topic}/${b.partition}`, BigInt(b.high)]),
+    );
     // A record fetched again (kafkajs re-fetches after a reconnect) is passed on once.
     const next = new Map<string, bigint>();
     if (open.size === 0) {
       await admin.disconnect().catch(() => {});
       return bounds;
     }
-    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: false, retry: { retries: 5 } });
+    const consumer = kafka.consumer({
+      groupId,
+      maxWaitTimeInMs: 200,
+      allowAutoTopicCreation: false,
+      retry: { retries: 5 },
+    });
     const timeoutMs = this.#options.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
     try {
       await new Promise<void>((resolve, reject) => {
-        timer = setTimeout(() => reject(new BrokerError('verify_read_timeout', 'transient', `the log was not read to its end within ${timeoutMs} ms; partitions left: ${[...open.keys()].join(', ')}`)), timeoutMs);
+        timer = setTimeout(
+          () =>
+            reject(
+              new BrokerError(
+                'verify_read_timeout',
+                'transient',
+                `the log was not read to its end within ${timeoutMs} ms; partitions left: ${[...open.keys()].join(', ')}`,
+              ),
+            ),
+          timeoutMs,
+        );
         consumer.on(consumer.events.CRASH, (event) => reject(classifyKafkaError(event.payload.error)));
         (async () => {
           await consumer.connect();
-          for (const topic of new Set(bounds.filter((b) => open.has(`${b.topic}/${b.partition}`)).map((b) => b.topic))) {
+          for (const topic of new Set(
+            bounds.filter((b) => open.has(`${b.topic}/${b.partition}`)).map((b) => b.topic),
+          )) {
             await consumer.subscribe({ topic, fromBeginning: true });
           }
           await consumer.run({

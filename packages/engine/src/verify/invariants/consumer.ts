@@ -1,5 +1,13 @@
 import type { CheckOptions } from '../options.ts';
-import { partitionKey, positionKey, type ConsumerFacts, type FailureFact, type Observation, type OutboxFact, type RecordFact } from '../observation.ts';
+import {
+  partitionKey,
+  positionKey,
+  type ConsumerFacts,
+  type FailureFact,
+  type Observation,
+  type OutboxFact,
+  type RecordFact,
+} from '../observation.ts';
 import type { ConsumerReport, EventState } from '../report.ts';
 import { add, breached, tally, unsettled, type Checked, type Tally, type Violation } from '../violations.ts';
 import { checkEffects, effectViolations } from './effects.ts';
@@ -23,7 +31,15 @@ export function checkConsumer(o: Observation, c: ConsumerFacts, opts: CheckOptio
     consumer: c.name,
     effects: c.effects?.kind ?? 'none',
     events: expected.size + unidentified.length,
-    applied: 0, ignored: 0, failed: 0, resolved: 0, retrying: 0, blocked: 0, waiting: 0, relayFailed: 0, inFlight: 0,
+    applied: 0,
+    ignored: 0,
+    failed: 0,
+    resolved: 0,
+    retrying: 0,
+    blocked: 0,
+    waiting: 0,
+    relayFailed: 0,
+    inFlight: 0,
     duplicatesAbsorbed: c.inbox.reduce((s, r) => s + r.duplicates, 0),
     conflicts: 0,
     lost: tally(),
@@ -42,18 +58,22 @@ export function checkConsumer(o: Observation, c: ConsumerFacts, opts: CheckOptio
     else byAggregate.set(e.aggregateId, [e]);
   }
   // The alarm of a scheduled retry never rang (or its run never settled the row), whatever the event's state.
-  for (const r of c.retries) if (r.status === 'scheduled' && r.nextAttemptAt < stuckBefore) add(report.stuck.overdueRetries, r.eventId);
+  for (const r of c.retries)
+    if (r.status === 'scheduled' && r.nextAttemptAt < stuckBefore) add(report.stuck.overdueRetries, r.eventId);
   const states = new Map<ExpectedEvent, EventState>();
   for (const e of expected.values()) {
     const id = e.eventId;
-    const relayFailedBelow = byAggregate.get(e.aggregateId)!.some((x) => x.version < e.version && x.outbox?.status === 'failed');
+    const relayFailedBelow = byAggregate
+      .get(e.aggregateId)!
+      .some((x) => x.version < e.version && x.outbox?.status === 'failed');
     const state = stateOf(e, index, relayFailedBelow);
     states.set(e, state);
     if (state === 'lost') add(report.lost, id);
     else report[state]++;
     if (state === 'inFlight') add(inFlight, id);
     if (state === 'retrying') add(retrying, id);
-    if (state === 'waiting' && index.parked.get(id)!.parkedAt < stuckBefore) add(report.stuck.parkedGaps, `${e.aggregateId}@${e.version}`);
+    if (state === 'waiting' && index.parked.get(id)!.parkedAt < stuckBefore)
+      add(report.stuck.parkedGaps, `${e.aggregateId}@${e.version}`);
     if (e.fingerprints.size > 1) {
       if ((index.failureByEvent.get(id) ?? []).some((f) => f.code === 'event_id_conflict')) report.conflicts++;
       else if (index.consumedAll(e)) add(report.conflictsUnreported, id);
@@ -62,27 +82,49 @@ export function checkConsumer(o: Observation, c: ConsumerFacts, opts: CheckOptio
   for (const r of unidentified) {
     const pos = positionKey(r.topic, r.partition, r.offset);
     if (index.failureAt.has(pos)) report.failed++;
-    else if ((index.committed.get(partitionKey(r.topic, r.partition)) ?? -1n) > BigInt(r.offset)) add(report.lost, `record at ${pos}`);
+    else if ((index.committed.get(partitionKey(r.topic, r.partition)) ?? -1n) > BigInt(r.offset))
+      add(report.lost, `record at ${pos}`);
     else {
       report.inFlight++;
       add(inFlight, `record at ${pos}`);
     }
   }
-  const aggregates = new Map([...byAggregate].map(([a, list]) => [a, list.map((e) => ({ version: e.version, state: states.get(e)! }))]));
+  const aggregates = new Map(
+    [...byAggregate].map(([a, list]) => [a, list.map((e) => ({ version: e.version, state: states.get(e)! }))]),
+  );
   const effects = checkEffects(c.effects, aggregates);
   report.appliedTwice = effects.appliedTwice;
   report.outOfOrder = effects.outOfOrder;
   return { report, violations: consumerViolations(report, { inFlight, retrying }, opts) };
 }
 
-function consumerViolations(report: ConsumerReport, unsettledWork: { inFlight: Tally; retrying: Tally }, opts: CheckOptions): Violation[] {
+function consumerViolations(
+  report: ConsumerReport,
+  unsettledWork: { inFlight: Tally; retrying: Tally },
+  opts: CheckOptions,
+): Violation[] {
   const p = report.consumer;
   return [
-    ...breached('lost', p, report.lost, 'lost (committed, passed by the offset, neither applied nor in the failure store/retry ledger/parked)'),
+    ...breached(
+      'lost',
+      p,
+      report.lost,
+      'lost (committed, passed by the offset, neither applied nor in the failure store/retry ledger/parked)',
+    ),
     ...effectViolations(report),
-    ...breached('unreported-conflict', p, report.conflictsUnreported, 'same event_id with another payload, absorbed silently'),
+    ...breached(
+      'unreported-conflict',
+      p,
+      report.conflictsUnreported,
+      'same event_id with another payload, absorbed silently',
+    ),
     ...breached('overdue-retry', p, report.stuck.overdueRetries, `retries overdue by over ${opts.stuckAfterMs} ms`),
-    ...breached('parked-gap', p, report.stuck.parkedGaps, `gaps parked over ${opts.stuckAfterMs} ms with no failure behind them`),
+    ...breached(
+      'parked-gap',
+      p,
+      report.stuck.parkedGaps,
+      `gaps parked over ${opts.stuckAfterMs} ms with no failure behind them`,
+    ),
     ...unsettled('in-flight', p, unsettledWork.inFlight, 'events still in flight', opts.final),
     // A retry not yet run is not settled either: its event is neither applied nor in the failure store yet.
     ...unsettled('retry-pending', p, unsettledWork.retrying, 'events waiting for a scheduled retry', opts.final),
@@ -121,12 +163,14 @@ export class ConsumerIndex {
     for (const v of c.versions) this.lastVersion.set(v.aggregateId, v.lastVersion);
     for (const f of c.failures) {
       if (f.eventId) this.failureByEvent.set(f.eventId, [...(this.failureByEvent.get(f.eventId) ?? []), f]);
-      if (f.topic !== null && f.partition !== null && f.offset !== null) this.failureAt.set(positionKey(f.topic, f.partition, f.offset), f);
+      if (f.topic !== null && f.partition !== null && f.offset !== null)
+        this.failureAt.set(positionKey(f.topic, f.partition, f.offset), f);
     }
     for (const r of c.retries) this.retry.set(r.eventId, r);
     for (const p of c.parked) this.parked.set(p.eventId, p);
     for (const b of c.blocked) this.blocked.add(b.aggregateId);
-    if (c.effects?.kind === 'log') for (const e of c.effects.rows) this.effectCount.set(e.eventId, (this.effectCount.get(e.eventId) ?? 0) + 1);
+    if (c.effects?.kind === 'log')
+      for (const e of c.effects.rows) this.effectCount.set(e.eventId, (this.effectCount.get(e.eventId) ?? 0) + 1);
     if (c.effects?.kind === 'counts') for (const r of c.effects.rows) this.projection.set(r.aggregateId, r);
   }
 
@@ -137,7 +181,10 @@ export class ConsumerIndex {
 
   /** Every record of the event passed by the committed offset. */
   consumedAll(e: ExpectedEvent): boolean {
-    return e.positions.length > 0 && e.positions.every((p) => (this.committed.get(partitionKey(p.topic, p.partition)) ?? -1n) > BigInt(p.offset));
+    return (
+      e.positions.length > 0 &&
+      e.positions.every((p) => (this.committed.get(partitionKey(p.topic, p.partition)) ?? -1n) > BigInt(p.offset))
+    );
   }
 
   applied(e: ExpectedEvent): boolean {
@@ -153,13 +200,26 @@ export class ConsumerIndex {
 }
 
 /** The events of the consumer's topics, by id, and the records that carry no readable event id. */
-function expectedEvents(o: Observation, c: ConsumerFacts): { expected: Map<string, ExpectedEvent>; unidentified: RecordFact[] } {
+function expectedEvents(
+  o: Observation,
+  c: ConsumerFacts,
+): { expected: Map<string, ExpectedEvent>; unidentified: RecordFact[] } {
   const topics = new Set(c.topics);
   const expected = new Map<string, ExpectedEvent>();
   for (const row of o.outbox) {
     if (!topics.has(row.topic)) continue;
-    const positions = row.status === 'published' && row.partition !== null && row.offset !== null ? [{ topic: row.topic, partition: row.partition, offset: row.offset }] : [];
-    expected.set(row.eventId, { eventId: row.eventId, aggregateId: row.aggregateId, version: row.version, outbox: row, positions, fingerprints: new Set() });
+    const positions =
+      row.status === 'published' && row.partition !== null && row.offset !== null
+        ? [{ topic: row.topic, partition: row.partition, offset: row.offset }]
+        : [];
+    expected.set(row.eventId, {
+      eventId: row.eventId,
+      aggregateId: row.aggregateId,
+      version: row.version,
+      outbox: row,
+      positions,
+      fingerprints: new Set(),
+    });
   }
   const unidentified: RecordFact[] = [];
   for (const r of o.records) {
@@ -170,7 +230,14 @@ function expectedEvents(o: Observation, c: ConsumerFacts): { expected: Map<strin
     }
     let e = expected.get(r.eventId);
     if (!e) {
-      e = { eventId: r.eventId, aggregateId: r.key ?? '', version: r.version ?? 0, outbox: null, positions: [], fingerprints: new Set() };
+      e = {
+        eventId: r.eventId,
+        aggregateId: r.key ?? '',
+        version: r.version ?? 0,
+        outbox: null,
+        positions: [],
+        fingerprints: new Set(),
+      };
       expected.set(r.eventId, e);
     }
     e.positions.push({ topic: r.topic, partition: r.partition, offset: r.offset });

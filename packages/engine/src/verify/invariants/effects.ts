@@ -11,7 +11,10 @@ import { add, breached, tally, type Tally, type Violation } from '../violations.
  *   events than its version (counts); and, from the engine's state alone, with or without a source, no version
  *   applied while a lower one is neither applied, ignored nor resolved (a skip).
  */
-export function checkEffects(effects: EffectFacts | null, aggregates: Map<string, Array<{ version: number; state: EventState }>>): { appliedTwice: Tally | null; outOfOrder: Tally } {
+export function checkEffects(
+  effects: EffectFacts | null,
+  aggregates: Map<string, Array<{ version: number; state: EventState }>>,
+): { appliedTwice: Tally | null; outOfOrder: Tally } {
   const appliedTwice = effects ? tally() : null;
   const outOfOrder = new Map<string, string>();
   if (effects?.kind === 'log') {
@@ -24,7 +27,8 @@ export function checkEffects(effects: EffectFacts | null, aggregates: Map<string
       if (seen.has(e.eventId)) continue;
       seen.add(e.eventId);
       const prev = last.get(e.aggregateId);
-      if (prev !== undefined && e.version <= prev) outOfOrder.set(e.aggregateId, `${e.aggregateId} (version ${e.version} applied after ${prev})`);
+      if (prev !== undefined && e.version <= prev)
+        outOfOrder.set(e.aggregateId, `${e.aggregateId} (version ${e.version} applied after ${prev})`);
       last.set(e.aggregateId, e.version);
     }
   } else if (effects?.kind === 'counts') {
@@ -37,8 +41,11 @@ export function checkEffects(effects: EffectFacts | null, aggregates: Map<string
   for (const [aggregate, list] of aggregates) {
     if (outOfOrder.has(aggregate)) continue;
     const top = list.reduce((m, e) => (e.state === 'applied' && e.version > m ? e.version : m), 0);
-    const skipped = list.find((e) => e.version < top && e.state !== 'applied' && e.state !== 'ignored' && e.state !== 'resolved');
-    if (skipped) outOfOrder.set(aggregate, `${aggregate} (version ${top} applied while ${skipped.version} is ${skipped.state})`);
+    const skipped = list.find(
+      (e) => e.version < top && e.state !== 'applied' && e.state !== 'ignored' && e.state !== 'resolved',
+    );
+    if (skipped)
+      outOfOrder.set(aggregate, `${aggregate} (version ${top} applied while ${skipped.version} is ${skipped.state})`);
   }
   const out = tally();
   for (const what of outOfOrder.values()) add(out, what);

@@ -1,5 +1,12 @@
 import type { CheckOptions } from '../options.ts';
-import { partitionKey, positionKey, type Observation, type OutboxFact, type OutboxStatus, type RecordFact } from '../observation.ts';
+import {
+  partitionKey,
+  positionKey,
+  type Observation,
+  type OutboxFact,
+  type OutboxStatus,
+  type RecordFact,
+} from '../observation.ts';
 import type { LogReport } from '../report.ts';
 import { add, breached, tally, unsettled, type Checked, type Tally, type Violation } from '../violations.ts';
 
@@ -53,8 +60,10 @@ export function checkLog(o: Observation, opts: CheckOptions): Checked<LogReport>
   for (const row of o.outbox) {
     if (row.status === 'pending' || row.status === 'publishing') add(unpublished, row.eventId);
     if (row.status === 'failed' && first.has(row.eventId)) add(report.failedWritesRead, row.eventId);
-    if (row.status === 'publishing' && row.leaseUntil !== null && row.leaseUntil < o.at - opts.stuckAfterMs) add(report.stuck.expiredLeases, row.eventId);
-    if (row.status === 'pending' && row.availableAt < o.at - opts.stuckAfterMs) add(report.stuck.overduePending, row.eventId);
+    if (row.status === 'publishing' && row.leaseUntil !== null && row.leaseUntil < o.at - opts.stuckAfterMs)
+      add(report.stuck.expiredLeases, row.eventId);
+    if (row.status === 'pending' && row.availableAt < o.at - opts.stuckAfterMs)
+      add(report.stuck.overduePending, row.eventId);
     if (row.status !== 'published' || row.partition === null || row.offset === null) continue;
     const pos = positionKey(row.topic, row.partition, row.offset);
     const other = claimed.get(pos);
@@ -66,7 +75,11 @@ export function checkLog(o: Observation, opts: CheckOptions): Checked<LogReport>
     if (end && (offset < BigInt(end.low) || offset >= BigInt(end.high))) continue;
     const found = at.get(pos);
     if (!found) add(report.lostWrites, `${row.eventId} at ${pos}`);
-    else if (found.eventId !== row.eventId) add(report.positionConflicts, `${row.eventId} stored at ${pos}, which holds ${found.eventId ?? 'a record without event id'}`);
+    else if (found.eventId !== row.eventId)
+      add(
+        report.positionConflicts,
+        `${row.eventId} stored at ${pos}, which holds ${found.eventId ?? 'a record without event id'}`,
+      );
   }
   for (const aggregate of reorderedAggregates(o.outbox, first)) add(report.reordered, aggregate);
   return { report, violations: logViolations(report, unpublished, opts) };
@@ -108,7 +121,12 @@ function logViolations(r: LogReport, unpublished: Tally, opts: CheckOptions): Vi
     ...breached('position-conflict', null, r.positionConflicts, 'more than one event claims a partition/offset'),
     ...breached('failed-write-read', null, r.failedWritesRead, 'events read whose outbox row failed'),
     ...breached('log-reorder', null, r.reordered, 'aggregates out of order in the log'),
-    ...breached('expired-lease', null, r.stuck.expiredLeases, `leases expired over ${opts.stuckAfterMs} ms ago and not reclaimed`),
+    ...breached(
+      'expired-lease',
+      null,
+      r.stuck.expiredLeases,
+      `leases expired over ${opts.stuckAfterMs} ms ago and not reclaimed`,
+    ),
     ...breached('overdue-pending', null, r.stuck.overduePending, `pending rows due over ${opts.stuckAfterMs} ms ago`),
     ...unsettled('unpublished', null, unpublished, 'outbox rows not published yet', opts.final),
   ];

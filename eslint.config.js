@@ -1,0 +1,42 @@
+// ESLint runs the rules a formatter cannot: promises nobody awaits, and the broker boundary (docs/design.md §3).
+import tseslint from 'typescript-eslint';
+
+const BROKER_SDKS = ['kafkajs', 'bullmq', 'ioredis'].map((name) => ({
+  name,
+  message: `only packages/engine/src/adapters/ may import ${name}; use the ports (ports/) and the adapters' entries`,
+}));
+
+export default tseslint.config(
+  { ignores: ['**/node_modules/**', '**/dist/**', '.postbox/**'] },
+  {
+    files: ['packages/*/src/**/*.ts', 'test/src/**/*.ts', 'bench/src/**/*.ts', 'scripts/**/*.ts'],
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: {
+        projectService: { allowDefaultProject: ['scripts/*.ts'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      // The loops start work with `void promise` on purpose; anything else left floating is a lost error.
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        // node:test's test() returns a promise the runner itself awaits.
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite'] },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The product's runtime code speaks ports; the broker and scheduler SDKs stay inside the adapters. Tests,
+    // benchmarks and the local stack manager talk to the brokers directly on purpose.
+    files: ['packages/engine/src/**/*.ts', 'packages/api/src/**/*.ts', 'packages/workers/src/**/*.ts'],
+    ignores: ['packages/engine/src/adapters/**', '**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', { paths: BROKER_SDKS }] },
+  },
+);
