@@ -27,6 +27,13 @@ test('classifier table: SQLSTATEs, network errors, kafkajs errors and typed erro
       'network_connection_closed',
       false,
     ],
+    [
+      Object.assign(new Error('rolled back'), { code: 'TRANSACTION_ROLLED_BACK' }),
+      'transient',
+      'pg_transaction_rolled_back',
+      false,
+    ],
+    [Object.assign(new Error('ended'), { code: 'UNSAFE_TRANSACTION' }), 'permanent', 'pg_unsafe_transaction', false],
     [new KafkaJSConnectionError('down'), 'transient', 'kafka_connectionerror', false],
     [new KafkaJSRequestTimeoutError('slow'), 'unknown', 'kafka_requesttimeouterror', false],
     [

@@ -58,6 +58,11 @@ export function classify(error: unknown): Classification {
   if (code && /^[0-9A-Z]{5}$/.test(code) && e.name === 'PostgresError') return classifySqlState(code);
   if (code && NETWORK_CODES.has(code))
     return { kind: 'transient', code: `network_${code.toLowerCase()}`, immediate: false };
+  // postgres.js 4: COMMIT answered with ROLLBACK — nothing was committed, so trying again is safe.
+  if (code === 'TRANSACTION_ROLLED_BACK')
+    return { kind: 'transient', code: 'pg_transaction_rolled_back', immediate: false };
+  // postgres.js 4: a query on a transaction that already ended — a bug in the caller, not a passing condition.
+  if (code === 'UNSAFE_TRANSACTION') return { kind: 'permanent', code: 'pg_unsafe_transaction', immediate: false };
   if (e.cause && e.cause !== error) {
     const inner = classify(e.cause);
     if (inner.code !== 'error') return inner;
