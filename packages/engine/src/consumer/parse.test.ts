@@ -1,8 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { defineConsumer } from './definition.ts';
 import { parseRecord } from './parse.ts';
+import { RESERVED_ATTRIBUTES } from '../envelope/extensions.ts';
+import { fingerprint } from '../envelope/fingerprint.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
+import { toRecord } from '../relay/record.ts';
 
 const definition = defineConsumer({
   name: 'p',
@@ -67,4 +71,95 @@ test('parseRecord names each kind of poison, keeping what identity it could read
     assert.equal(parsed.eventId, id);
     assert.equal(parsed.aggregateId, 'a-1');
   }
+});
+
+test('parseRecord puts unknown ce_ headers into envelope.extensions, and leaves it out when there is none', () => {
+  const parsed = parseRecord(
+    record((r) => Object.assign(r.headers, { ce_sagaid: 's-1', ce_direction: 'compensate', 'x-other': 'no' })),
+    definition,
+  );
+  assert.ok(parsed.ok);
+  assert.deepEqual(parsed.envelope.extensions, { sagaid: 's-1', direction: 'compensate' });
+  const plain = parseRecord(record(), definition);
+  assert.ok(plain.ok);
+  assert.ok(!('extensions' in plain.envelope));
+});
+
+test('parseRecord never takes a known attribute for an extension', () => {
+  // Values parse would accept where it reads them (ce_deadline); every other known one is ignored or overridden.
+  const known = Object.fromEntries([...RESERVED_ATTRIBUTES].map((name) => [`ce_${name}`, '2030-01-01T00:00:00Z']));
+  const parsed = parseRecord(
+    record((r) => (r.headers = { ...known, ...r.headers, ce_sagaid: 's-1' })),
+    definition,
+  );
+  assert.ok(parsed.ok, JSON.stringify(parsed));
+  assert.deepEqual(parsed.envelope.extensions, { sagaid: 's-1' });
+});
+
+test('parseRecord holds extensions to the enqueue rules: a bad one is envelope_invalid, naming it', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ ce_SagaId: 'x' }, /extensions\.SagaId: must be 1–20 lowercase letters or digits/],
+    [{ ce_sagaid: 'x'.repeat(1025) }, /extensions\.sagaid: must be at most 1024 bytes/],
+    [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ce_ext${i}`, 'v'])), /extensions: must have at most 20/],
+  ];
+  for (const [headers, rule] of cases) {
+    const parsed = parseRecord(
+      record((r) => Object.assign(r.headers, headers)),
+      definition,
+    );
+    assert.ok(!parsed.ok);
+    assert.equal(parsed.code, 'envelope_invalid');
+    assert.match(parsed.detail, rule);
+    assert.equal(parsed.eventId, id);
+  }
+});
+
+const extensionName = fc
+  .stringMatching(/^[a-z0-9]{1,20}$/)
+  .filter((n) => !RESERVED_ATTRIBUTES.has(n) && n !== '__proto__');
+const extensionValue = fc.string({ maxLength: 64 }).filter((v) => !/[\u0000-\u001f\u007f]/.test(v));
+
+test('property: extensions round-trip outbox row → toRecord → parseRecord unchanged', () => {
+  fc.assert(
+    fc.property(fc.dictionary(extensionName, extensionValue, { maxKeys: 20 }), (extensions) => {
+      const message = toRecord({
+        event_id: id,
+        event_type: 'V2Event',
+        schema_version: 2,
+        aggregate_id: 'a-1',
+        aggregate_version: '3',
+        topic: 't',
+        payload: Buffer.from('{"n":1}'),
+        producer: 'test',
+        occurred_at: new Date('2026-01-01T00:00:00.000Z'),
+        traceparent: null,
+        tracestate: null,
+        deadline: null,
+        extensions,
+        attempts: 1,
+      });
+      const parsed = parseRecord({ ...message, partition: 0, offset: '1' }, definition);
+      assert.ok(parsed.ok, JSON.stringify(parsed));
+      assert.deepEqual(parsed.envelope.extensions, Object.keys(extensions).length > 0 ? { ...extensions } : undefined);
+    }),
+  );
+});
+
+test('the fingerprint covers extensions: another value differs, header order does not, none keeps the old digest', () => {
+  const base = record();
+  const withExt = (headers: Record<string, string>) =>
+    fingerprint({ ...base, headers: { ...base.headers, ...headers } });
+  const a = withExt({ ce_sagaid: 's-1', ce_replyto: 'r' });
+  assert.deepEqual(withExt({ ce_replyto: 'r', ce_sagaid: 's-1' }), a);
+  assert.notDeepEqual(withExt({ ce_sagaid: 's-2', ce_replyto: 'r' }), a);
+  assert.notDeepEqual(withExt({ ce_sagaid: 's-1' }), a);
+  assert.notDeepEqual(fingerprint(base), a);
+  // Headers that are not extensions (trace context, a known attribute Postbox does not read) leave it alone.
+  assert.deepEqual(
+    withExt({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
+    fingerprint(base),
+  );
+  assert.deepEqual(withExt({ ce_dataschema: 'x' }), fingerprint(base));
+  // The digest of an event without extensions, as the inbox stored it before extensions existed.
+  assert.equal(fingerprint(base).toString('hex'), '4e4cff1c1bec7a845815c1e0aa533a31');
 });

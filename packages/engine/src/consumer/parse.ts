@@ -1,4 +1,5 @@
 import { validateEnvelope, type Envelope } from '../envelope/envelope.ts';
+import { extensionsOf } from '../envelope/extensions.ts';
 import { EnvelopeValidationError } from '../errors.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
@@ -47,6 +48,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Reads a CloudEvents binary-mode record (see relay/record.ts) into a validated envelope, or says exactly why
  * not. Checks in order: size, UTF-8, JSON, envelope contract, key = aggregate id, accepted schema version.
+ * Every `ce_` header that is not an attribute Postbox knows is an extension: it reaches the handler in
+ * `envelope.extensions` and is held to the same rules as at enqueue (one that breaks them is `envelope_invalid`).
  */
 export function parseRecord(
   record: InboundRecord,
@@ -83,6 +86,7 @@ export function parseRecord(
   } catch (cause) {
     return poison('not_json', `the value is not JSON${jsonErrorPosition(cause)}`);
   }
+  const extensions = extensionsOf(h);
   let envelope: Envelope;
   try {
     envelope = validateEnvelope({
@@ -96,6 +100,7 @@ export function parseRecord(
       // Trace context never makes an event poison: a malformed one is left out, as at enqueue.
       ...traceFields(h.traceparent, h.tracestate),
       ...(h.ce_deadline === undefined ? {} : { deadline: h.ce_deadline }),
+      ...(extensions === undefined ? {} : { extensions }),
       data,
     });
   } catch (cause) {

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { EnvelopeTooLargeError, EnvelopeValidationError } from '../errors.ts';
 import { encodeData, validateEnvelope, type Envelope } from './envelope.ts';
 import { newEventId } from './event-id.ts';
+import { RESERVED_ATTRIBUTES } from './extensions.ts';
 
 const valid = (): Envelope => ({
   event_id: newEventId(),
@@ -70,6 +71,81 @@ test('unknown fields are refused and several problems are all reported', () => {
 
 test('the error message names field and rule', () => {
   assert.throws(() => validateEnvelope({ ...valid(), aggregate_version: 0 }), /aggregate_version: must be at least 1/);
+});
+
+const saga = { sagaid: 'order-7', sagastep: '2', direction: 'forward', idempotencykey: 'k-1', replyto: 'orders' };
+
+test('extensions: CloudEvents-named string attributes pass unchanged, up to 20 of them and 1 KiB each', () => {
+  for (const extensions of [
+    saga,
+    {},
+    { a: '', z9: 'ü'.repeat(512), ['x'.repeat(20)]: 'v' },
+    Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`ext${i}`, 'v'])),
+  ]) {
+    const e = { ...valid(), extensions };
+    assert.deepEqual(validateEnvelope(e), e);
+  }
+});
+
+test('extensions: each bad name, value and count is named with its rule', () => {
+  const cases: Array<[unknown, string, RegExp]> = [
+    [{ SagaId: 'x' }, 'extensions.SagaId', /1–20 lowercase letters or digits/],
+    [{ saga_id: 'x' }, 'extensions.saga_id', /1–20 lowercase letters or digits/],
+    [{ '': 'x' }, 'extensions.', /1–20 lowercase letters or digits/],
+    [{ ['x'.repeat(21)]: 'x' }, `extensions.${'x'.repeat(21)}`, /1–20 lowercase letters or digits/],
+    [{ id: 'x' }, 'extensions.id', /reserved: Postbox sets ce_id itself/],
+    [{ aggregateversion: '9' }, 'extensions.aggregateversion', /reserved/],
+    [{ sagaid: 7 }, 'extensions.sagaid', /must be a string/],
+    [{ sagaid: 'x'.repeat(1025) }, 'extensions.sagaid', /at most 1024 bytes/],
+    [{ sagaid: 'é'.repeat(513) }, 'extensions.sagaid', /at most 1024 bytes/], // 1026 bytes in 513 characters
+    [{ sagaid: 'a\nb' }, 'extensions.sagaid', /control characters/],
+    [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ext${i}`, 'v'])), 'extensions', /at most 20 attributes/],
+    ['sagaid=1', 'extensions', /object of string values/],
+    [['x'], 'extensions', /object of string values/],
+  ];
+  for (const [extensions, path, rule] of cases) {
+    const issues = issuesOf({ ...valid(), extensions });
+    const where = `${JSON.stringify(extensions).slice(0, 80)}: ${JSON.stringify(issues)}`;
+    assert.ok(
+      issues.some((i) => i.path === path && rule.test(i.rule)),
+      where,
+    );
+  }
+});
+
+test('extensions: every reserved attribute name is refused, and all problems are reported at once', () => {
+  for (const name of RESERVED_ATTRIBUTES) {
+    assert.throws(
+      () => validateEnvelope({ ...valid(), extensions: { [name]: 'x' } }),
+      new RegExp(`extensions\\.${name}: is reserved: Postbox sets ce_${name} itself`),
+    );
+  }
+  const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ext${i}`, 'v']));
+  const issues = issuesOf({ ...valid(), extensions: { ...many, Bad: 'x', sagaid: 1 } });
+  assert.deepEqual(issues.map((i) => i.path).sort(), ['extensions', 'extensions.Bad', 'extensions.sagaid']);
+});
+
+test('property: extension names of 1–20 lowercase letters or digits validate unless reserved; any other never does', () => {
+  const good = fc.stringMatching(/^[a-z0-9]{1,20}$/);
+  fc.assert(
+    fc.property(fc.oneof(good, fc.string({ maxLength: 25 })), fc.string({ maxLength: 50 }), (name, value) => {
+      const ok = /^[a-z0-9]{1,20}$/.test(name) && !RESERVED_ATTRIBUTES.has(name) && name !== '__proto__';
+      const clean = !/[\u0000-\u001f\u007f]/.test(value);
+      const run = () => validateEnvelope({ ...valid(), extensions: { [name]: value } });
+      if (ok && clean) assert.deepEqual(run().extensions, { [name]: value });
+      else if (name !== '__proto__') assert.throws(run, EnvelopeValidationError);
+    }),
+  );
+});
+
+test('encodeData counts extensions toward the size limit', () => {
+  const e = { ...valid(), data: 'x'.repeat(500) };
+  const limit = encodeData(e).length + 128 + 200; // room for the attributes, not for 1 KiB more
+  assert.ok(encodeData(e, limit));
+  assert.throws(
+    () => encodeData({ ...e, extensions: { sagaid: 'y'.repeat(1024) } }, limit),
+    (err: unknown) => err instanceof EnvelopeTooLargeError && err.bytes > limit,
+  );
 });
 
 test('encodeData serializes data once and enforces the size limit including attributes', () => {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EnvelopeTooLargeError, EnvelopeValidationError, type EnvelopeIssue } from '../errors.ts';
+import { EXTENSION_NAME, MAX_EXTENSION_VALUE_BYTES, MAX_EXTENSIONS, RESERVED_ATTRIBUTES } from './extensions.ts';
 
 /**
  * The event envelope: the identity, ordering and provenance of one event, plus its data. Field names are the
@@ -21,6 +22,11 @@ export interface Envelope {
   tracestate?: string | undefined;
   /** ISO-8601: past it the event is moot — a transient failure then ends as `expired`, not retried. */
   deadline?: string | undefined;
+  /**
+   * CloudEvents extension attributes, each sent as a `ce_<name>` header (see envelope/extensions.ts): names of 1–20
+   * lowercase letters or digits, none that Postbox sets itself; values up to 1 KiB; at most 20.
+   */
+  extensions?: Record<string, string> | undefined;
   data: unknown;
 }
 
@@ -39,6 +45,28 @@ const name = (max: number) =>
     .min(1, { error: 'must not be empty' })
     .max(max, { error: `must be at most ${max} characters` })
     .regex(NAME, { error: 'must start with a letter and use only letters, digits and . _ : / -' });
+
+const extensionName = z
+  .string()
+  .regex(EXTENSION_NAME, { error: 'must be 1–20 lowercase letters or digits (a CloudEvents attribute name)' })
+  .refine((n) => !RESERVED_ATTRIBUTES.has(n), {
+    error: (issue) => `is reserved: Postbox sets ce_${issue.input} itself`,
+  });
+
+const extensionValue = z
+  .string({ error: 'must be a string' })
+  .regex(NO_CONTROL, { error: 'must not contain control characters' })
+  .refine((v) => Buffer.byteLength(v, 'utf8') <= MAX_EXTENSION_VALUE_BYTES, {
+    error: `must be at most ${MAX_EXTENSION_VALUE_BYTES} bytes (UTF-8)`,
+  });
+
+const extensions = z
+  .record(extensionName, extensionValue, { error: 'must be an object of string values' })
+  .refine((r) => Object.keys(r).length <= MAX_EXTENSIONS, {
+    error: `must have at most ${MAX_EXTENSIONS} attributes`,
+    // Also when some entry failed, so every problem is reported at once; not when it is no object at all.
+    when: (payload) => typeof payload.value === 'object' && payload.value !== null,
+  });
 
 const envelopeSchema = z.object({
   event_id: z.string({ error: 'must be a string' }).regex(UUID_V7, { error: 'must be a lowercase UUIDv7' }),
@@ -70,14 +98,19 @@ const envelopeSchema = z.object({
     .regex(NO_CONTROL, { error: 'must not contain control characters' })
     .optional(),
   deadline: z.iso.datetime({ offset: true, error: 'must be an ISO-8601 timestamp with offset' }).optional(),
+  extensions: extensions.optional(),
   data: z.unknown().refine((v) => v !== undefined, { error: 'is required' }),
 });
 
+function ruleOf(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys') return `unknown field(s): ${issue.keys.join(', ')}`;
+  // A record key that failed: its own rules, not zod's generic "Invalid key in record".
+  if (issue.code === 'invalid_key') return issue.issues.map((i) => i.message).join('; ');
+  return issue.message;
+}
+
 function issuesOf(error: z.ZodError): EnvelopeIssue[] {
-  return error.issues.map((issue) => ({
-    path: issue.path.map(String).join('.'),
-    rule: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
-  }));
+  return error.issues.map((issue) => ({ path: issue.path.map(String).join('.'), rule: ruleOf(issue) }));
 }
 
 // Built once: `.strict()` makes a new schema, and zod 4 compiles a new parser for it on first use, which cost
@@ -94,7 +127,7 @@ export function validateEnvelope(candidate: unknown): Envelope {
 /**
  * Serializes `data` once; the bytes are what the outbox stores and the relay sends unchanged.
  * Throws EnvelopeValidationError if data is not JSON-serializable, EnvelopeTooLargeError over the limit
- * (the limit counts data plus the envelope attributes, which travel as headers).
+ * (the limit counts data plus the envelope attributes and extensions, which travel as headers).
  */
 export function encodeData(envelope: Envelope, maxBytes: number = DEFAULT_MAX_ENVELOPE_BYTES): Buffer {
   let text: string | undefined;
@@ -116,6 +149,13 @@ function attributeBytes(e: Envelope): number {
     Buffer.byteLength(e.aggregate_id) +
     Buffer.byteLength(e.producer) +
     Buffer.byteLength(e.tracestate ?? '') +
+    extensionBytes(e.extensions) +
     128 // event_id, versions, time, traceparent and header names
   );
+}
+
+function extensionBytes(extensions: Record<string, string> | undefined): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(extensions ?? {})) bytes += 3 + name.length + Buffer.byteLength(value);
+  return bytes;
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { extensionsOf } from './extensions.ts';
 
 /** What of a broker record makes the event itself (CloudEvents binary mode, see relay/record.ts). */
 export interface FingerprintInput {
@@ -9,7 +10,8 @@ export interface FingerprintInput {
 
 /**
  * A digest of an event's content: its value bytes and the attributes that say what it is (type, schema version,
- * subject, aggregate version) and its key. Re-sends of one outbox row (relay retries, redelivery, replay of the
+ * subject, aggregate version, and its extension attributes — a saga's `sagaid` or `replyto` is part of what the
+ * command means) and its key. Re-sends of one outbox row (relay retries, redelivery, replay of the
  * stored bytes) have the same fingerprint; another payload under the same event_id has a different one, which
  * is how a conflict is told from a duplicate. 16 bytes of SHA-256: collisions are not a practical concern.
  */
@@ -25,6 +27,14 @@ export function fingerprint(record: FingerprintInput): Buffer {
   ]) {
     hash.update(part);
     hash.update('\u0000');
+  }
+  // Only when there are any, in name order: an event without extensions keeps the digest it had before them, so
+  // the fingerprints already in message_inbox still match their redeliveries.
+  const extensions = extensionsOf(h);
+  if (extensions) {
+    for (const name of Object.keys(extensions).sort()) {
+      hash.update(`${name}\u0000${extensions[name]}\u0000`);
+    }
   }
   if (record.value) hash.update(record.value);
   return hash.digest().subarray(0, 16);

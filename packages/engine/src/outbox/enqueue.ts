@@ -29,6 +29,12 @@ export interface EventInput {
   tracestate?: string;
   /** ISO-8601 with offset: past it, the event is not retried any more (it ends `expired`). */
   deadline?: string;
+  /**
+   * CloudEvents extension attributes (`{ sagaid: '…' }`), sent as `ce_<name>` headers and seen by the handler as
+   * `envelope.extensions`. Names: 1–20 lowercase letters or digits, not one Postbox sets; values up to 1 KiB;
+   * at most 20. @defaultValue none
+   */
+  extensions?: Record<string, string>;
   /** Set by replay of an edited payload: the event this one replaces. */
   replaces_event_id?: string;
 }
@@ -60,8 +66,11 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       occurred_at: input.occurred_at ?? new Date().toISOString(),
       producer: input.producer ?? options.producer ?? 'postbox',
       ...(input.deadline === undefined ? {} : { deadline: input.deadline }),
+      ...(input.extensions === undefined ? {} : { extensions: input.extensions }),
       data: input.data,
     });
+    // None is none: an empty object is stored as NULL and read back as no extensions, as the consumer sees it.
+    if (envelope.extensions && Object.keys(envelope.extensions).length === 0) delete envelope.extensions;
     // After validation, so an event that is never written starts no span.
     const trace = supplied.traceparent ? supplied : createEventContext(options.topic, envelope);
     if (trace.traceparent) envelope.traceparent = trace.traceparent;
@@ -81,6 +90,7 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       traceparent: envelope.traceparent ?? null,
       tracestate: envelope.tracestate ?? null,
       deadline: envelope.deadline ?? null,
+      extensions: envelope.extensions ?? null,
       replaces_event_id: input.replaces_event_id ?? null,
     });
   }

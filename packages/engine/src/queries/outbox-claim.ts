@@ -13,6 +13,8 @@ export interface ClaimedRow {
   traceparent: string | null;
   tracestate: string | null;
   deadline: Date | null;
+  /** CloudEvents extension attributes; null (or absent, for rows built outside the claim) when none. */
+  extensions?: Record<string, string> | null;
   attempts: number;
 }
 
@@ -62,11 +64,11 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
     FROM picked
     WHERE o.event_id = picked.event_id
     RETURNING o.seq, o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::text AS aggregate_version,
-              o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.deadline, o.attempts`.then(
-    (rows) =>
-      [...rows].sort(
-        (a, b) => Number((a as unknown as { seq: string }).seq) - Number((b as unknown as { seq: string }).seq),
-      ),
+              o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.deadline, o.extensions,
+              o.attempts`.then((rows) =>
+    [...rows].sort(
+      (a, b) => Number((a as unknown as { seq: string }).seq) - Number((b as unknown as { seq: string }).seq),
+    ),
   );
 }
 

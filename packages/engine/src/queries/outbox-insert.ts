@@ -13,6 +13,8 @@ export interface OutboxInsertRow {
   traceparent: string | null;
   tracestate: string | null;
   deadline: string | null;
+  /** CloudEvents extension attributes (jsonb); null when the event has none. */
+  extensions: Record<string, string> | null;
   replaces_event_id: string | null;
 }
 
@@ -29,6 +31,7 @@ const COLUMNS = [
   'traceparent',
   'tracestate',
   'deadline',
+  'extensions',
   'replaces_event_id',
 ] as const;
 
@@ -39,5 +42,7 @@ const COLUMNS = [
  */
 export async function insertOutboxRows(tx: Queryable, rows: OutboxInsertRow[]): Promise<void> {
   if (rows.length === 0) return;
-  await tx`INSERT INTO message_outbox ${tx(rows as never, COLUMNS as never)}`;
+  // jsonb typed by the client, as every jsonb parameter of Postbox is (queries/audit.ts), not left to inference.
+  const values = rows.map((r) => (r.extensions === null ? r : { ...r, extensions: tx.json(r.extensions) }));
+  await tx`INSERT INTO message_outbox ${tx(values as never, COLUMNS as never)}`;
 }

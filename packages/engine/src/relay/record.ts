@@ -1,3 +1,4 @@
+import { extensionHeaders } from '../envelope/extensions.ts';
 import type { ClaimedRow } from '../queries/outbox-claim.ts';
 import type { OutboundMessage } from '../ports/publisher.ts';
 
@@ -5,6 +6,7 @@ import type { OutboundMessage } from '../ports/publisher.ts';
  * An outbox row as a broker record in the CloudEvents Kafka protocol binding, binary content mode: the data is
  * the record value, byte for byte as stored; the attributes are `ce_`-prefixed headers; the key is the
  * aggregate id, so one aggregate stays in one partition. Any CloudEvents consumer can read Postbox events.
+ * The event's own extension attributes follow as `ce_<name>`; none can replace an attribute set here.
  */
 export function toRecord(row: ClaimedRow): OutboundMessage {
   const headers: Record<string, string> = {
@@ -22,6 +24,7 @@ export function toRecord(row: ClaimedRow): OutboundMessage {
   if (row.traceparent) headers.traceparent = row.traceparent;
   if (row.tracestate) headers.tracestate = row.tracestate;
   if (row.deadline) headers.ce_deadline = row.deadline.toISOString();
+  if (row.extensions) Object.assign(headers, extensionHeaders(row.extensions));
   return { topic: row.topic, key: row.aggregate_id, value: row.payload, headers };
 }
 
