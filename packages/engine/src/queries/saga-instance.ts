@@ -1,0 +1,132 @@
+import type { Queryable } from '../db/connect.ts';
+import type { AttentionReason, Direction, SagaState, SagaStatus, StepStatus } from '../saga/state.ts';
+
+interface SagaRow {
+  saga_id: string;
+  saga_type: string;
+  definition_version: number;
+  business_key: string;
+  status: SagaStatus;
+  step: number;
+  direction: Direction;
+  attempt: number;
+  version: string;
+  data: unknown;
+  steps: StepStatus[];
+  pivot_passed: boolean;
+  attention_reason: AttentionReason | null;
+  due_at: Date | null;
+  deadline_at: Date | null;
+}
+
+const SELECT = `saga_id, saga_type, definition_version, business_key, status, step, direction, attempt,
+  version::text, data, steps, pivot_passed, attention_reason, due_at, deadline_at`;
+
+/**
+ * Inserts a new saga unless one of its type already has the business key.
+ * Parameters: the initial state. Returns: true when inserted. Locks: the new row (the unique index serialises
+ * two starts of one key: the second waits for the first's commit, then finds it).
+ */
+export async function insertSaga(sql: Queryable, s: SagaState): Promise<boolean> {
+  const rows = await sql`
+    INSERT INTO saga_instance (saga_id, saga_type, definition_version, business_key, status, step, direction, attempt,
+                               version, data, steps, pivot_passed, attention_reason, due_at, deadline_at)
+    VALUES (${s.id}, ${s.type}, ${s.definitionVersion}, ${s.businessKey}, ${s.status}, ${s.step}, ${s.direction},
+            ${s.attempt}, ${s.version}, ${sql.json(s.data as never)}, ${s.steps}::text[], ${s.pivotPassed},
+            ${s.attentionReason}, ${toDate(s.dueAt)}, ${toDate(s.deadlineAt)})
+    ON CONFLICT (saga_type, business_key) DO NOTHING
+    RETURNING saga_id`;
+  return rows.length === 1;
+}
+
+/** The saga of a type with a business key. Parameters: type, key. Returns: its state or undefined. Locks: none. */
+export async function sagaByBusinessKey(
+  sql: Queryable,
+  type: string,
+  businessKey: string,
+): Promise<SagaState | undefined> {
+  const [row] = await sql.unsafe<SagaRow[]>(
+    `SELECT ${SELECT} FROM saga_instance WHERE saga_type = $1 AND business_key = $2`,
+    [type, businessKey],
+  );
+  return row ? toState(row) : undefined;
+}
+
+/** A saga by id. Parameters: id. Returns: its state or undefined. Locks: none. */
+export async function readSaga(sql: Queryable, sagaId: string): Promise<SagaState | undefined> {
+  const [row] = await sql.unsafe<SagaRow[]>(`SELECT ${SELECT} FROM saga_instance WHERE saga_id = $1`, [sagaId]);
+  return row ? toState(row) : undefined;
+}
+
+/**
+ * A saga by id, locked for its transition. Parameters: id. Returns: its state or undefined.
+ * Locks: the saga row until commit (two replies of one saga at once: the second waits, then sees the first's
+ * transition and is judged against it).
+ */
+export async function lockSaga(sql: Queryable, sagaId: string): Promise<SagaState | undefined> {
+  const [row] = await sql.unsafe<SagaRow[]>(`SELECT ${SELECT} FROM saga_instance WHERE saga_id = $1 FOR UPDATE`, [
+    sagaId,
+  ]);
+  return row ? toState(row) : undefined;
+}
+
+/**
+ * Writes a transition: compare-and-set by the version it was computed from.
+ * Parameters: the next state, the version it follows. Returns: true when written (false: someone else moved the
+ * saga first). Locks: the saga row (held already when the caller used lockSaga).
+ */
+export async function saveSaga(sql: Queryable, s: SagaState, previousVersion: number): Promise<boolean> {
+  const rows = await sql`
+    UPDATE saga_instance
+    SET status = ${s.status}, step = ${s.step}, direction = ${s.direction}, attempt = ${s.attempt},
+        version = ${s.version}, data = ${sql.json(s.data as never)}, steps = ${s.steps}::text[],
+        pivot_passed = ${s.pivotPassed}, attention_reason = ${s.attentionReason}, due_at = ${toDate(s.dueAt)},
+        deadline_at = ${toDate(s.deadlineAt)}, updated_at = now()
+    WHERE saga_id = ${s.id} AND version = ${previousVersion}
+    RETURNING saga_id`;
+  return rows.length === 1;
+}
+
+/**
+ * Unfinished sagas whose command is overdue or whose deadline passed, oldest first.
+ * Parameters: now, limit. Returns: (id, version). Locks: none (each is locked for its own transition).
+ */
+export async function dueSagas(
+  sql: Queryable,
+  now: Date,
+  limit: number,
+): Promise<Array<{ sagaId: string; version: number }>> {
+  const rows = await sql<{ saga_id: string; version: string }[]>`
+    SELECT saga_id, version::text FROM (
+      SELECT saga_id, version, due_at AS at FROM saga_instance
+      WHERE status IN ('running', 'resolving', 'compensating') AND due_at <= ${now}
+      UNION
+      SELECT saga_id, version, deadline_at FROM saga_instance
+      WHERE status IN ('running', 'resolving', 'compensating') AND deadline_at <= ${now}
+    ) due ORDER BY at LIMIT ${limit}`;
+  return rows.map((r) => ({ sagaId: r.saga_id, version: Number(r.version) }));
+}
+
+function toState(r: SagaRow): SagaState {
+  return {
+    id: r.saga_id,
+    type: r.saga_type,
+    definitionVersion: r.definition_version,
+    businessKey: r.business_key,
+    status: r.status,
+    step: r.step,
+    direction: r.direction,
+    attempt: r.attempt,
+    version: Number(r.version),
+    data: r.data,
+    steps: r.steps,
+    pivotPassed: r.pivot_passed,
+    attentionReason: r.attention_reason,
+    dueAt: r.due_at ? r.due_at.getTime() : null,
+    deadlineAt: r.deadline_at ? r.deadline_at.getTime() : null,
+  };
+}
+
+function toDate(ms: number | null): Date | null {
+  return ms === null ? null : new Date(ms);
+}

@@ -1,0 +1,23 @@
+// @postbox/engine/saga, for services that run cross-service flows: definitions, the orchestrator, participants.
+export {
+  defineSaga,
+  INSPECT_COMMAND,
+  type SagaCommand,
+  type SagaDefinition,
+  type SagaInput,
+  type StepInput,
+} from './saga/definition.ts';
+export { SagaOrchestrator, SAGA_EXTENSIONS, stepKey, type ReplyVerdict, type SagaReply } from './saga/orchestrator.ts';
+export { participant, type ParticipantInput, type StepOutcome } from './saga/participant.ts';
+export { sagaReplyHandler } from './saga/reply-handler.ts';
+export {
+  REPLY,
+  TERMINAL,
+  type AttentionReason,
+  type Direction,
+  type SagaState,
+  type SagaStatus,
+  type StepStatus,
+} from './saga/state.ts';
+export { readSaga, sagaByBusinessKey, dueSagas } from './queries/saga-instance.ts';
+export { sagaHistory, type SagaHistoryRow } from './queries/saga-history.ts';

@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../db/connect.ts';
+import { ConfigError } from '../errors.ts';
+import { enqueue } from '../outbox/enqueue.ts';
+import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
+import { insertSagaHistory } from '../queries/saga-history.ts';
+import { insertSaga, lockSaga, sagaByBusinessKey, saveSaga } from '../queries/saga-instance.ts';
+import type { SagaDefinition } from './definition.ts';
+import { nextState, startState } from './machine.ts';
+import type { Direction, Outgoing, SagaEvent, SagaState, Transition } from './state.ts';
+
+// A registry of definitions of different data types.
+type AnyDefinition = SagaDefinition<any>;
+
+/** A participant's reply as the orchestrator's consumer hands it over (from the reply event and its extensions). */
+export interface SagaReply {
+  eventId: string;
+  sagaId: string;
+  step: string;
+  direction: Direction;
+  attempt: number;
+  type: string;
+  data: unknown;
+}
+
+export type ReplyVerdict = 'applied' | 'stale' | 'unknown_saga' | 'definition_missing';
+
+/** The CloudEvents extension attributes a saga command carries, and its reply echoes. */
+export const SAGA_EXTENSIONS = {
+  id: 'sagaid',
+  type: 'sagatype',
+  step: 'sagastep',
+  direction: 'sagadirection',
+  attempt: 'sagaattempt',
+  key: 'idempotencykey',
+  replyTo: 'replyto',
+} as const;
+
+/**
+ * Runs sagas: starts them in the caller's business transaction, and moves them on replies and timers, each in
+ * one transaction — lock the saga row, run the state machine (machine.ts), compare-and-set the row by its version,
+ * write the next command to the outbox (aggregate `saga:<id>`, version = the saga's new version, so one
+ * transition can never send twice) and the history line. A reply that changes nothing is recorded, never applied.
+ */
+export class SagaOrchestrator {
+  // Definitions of any data type: each saga's data is handled by its own definition's functions.
+  readonly #definitions = new Map<string, AnyDefinition>();
+
+  constructor(definitions: ReadonlyArray<AnyDefinition>) {
+    for (const d of definitions) {
+      const key = definitionKey(d.type, d.version);
+      const known = this.#definitions.get(key);
+      if (known && known.shapeHash !== d.shapeHash) {
+        throw new ConfigError(
+          `saga ${d.type} v${d.version} is defined twice with different shapes: give one a new version`,
+        );
+      }
+      this.#definitions.set(key, d);
+    }
+  }
+
+  /**
+   * Starts a saga inside the caller's transaction; a second start with the same business key returns the first
+   * saga (created: false) and sends nothing.
+   */
+  async start<D>(
+    tx: Queryable,
+    definition: SagaDefinition<D>,
+    input: { businessKey: string; data: D; now?: number },
+  ): Promise<{ sagaId: string; created: boolean }> {
+    if (!this.#definitions.has(definitionKey(definition.type, definition.version))) {
+      throw new ConfigError(`saga ${definition.type} v${definition.version} is not registered with this orchestrator`);
+    }
+    const t = startState(definition, {
+      id: randomUUID(),
+      businessKey: input.businessKey,
+      data: input.data,
+      now: input.now ?? Date.now(),
+    });
+    if (!(await insertSaga(tx, t.state))) {
+      const first = await sagaByBusinessKey(tx, definition.type, input.businessKey);
+      return { sagaId: first!.id, created: false };
+    }
+    await this.#write(tx, definition, t);
+    return { sagaId: t.state.id, created: true };
+  }
+
+  /** Applies a participant's reply, in the reply consumer's transaction (the inbox has absorbed duplicates). */
+  async onReply(tx: Queryable, reply: SagaReply, now = Date.now()): Promise<ReplyVerdict> {
+    const state = isUuid(reply.sagaId) ? await lockSaga(tx, reply.sagaId) : undefined;
+    if (!state) {
+      await ignore(tx, reply, 'no such saga');
+      return 'unknown_saga';
+    }
+    const definition = this.#definitions.get(definitionKey(state.type, state.definitionVersion));
+    if (!definition) {
+      await ignore(tx, reply, `saga ${state.type} v${state.definitionVersion} is not loaded by this process`);
+      return 'definition_missing';
+    }
+    const event: SagaEvent = { kind: 'reply', ...reply };
+    const t = nextState(definition, state, event, now);
+    if (t.verdict === 'stale') {
+      await ignore(tx, reply, staleReason(state, reply));
+      return 'stale';
+    }
+    await this.#save(tx, definition, state, t);
+    return 'applied';
+  }
+
+  /**
+   * A saga's timer fired: its command's timeout (fenced by the version it was armed at) and its deadline are
+   * checked against the row. A late timer finds a newer version and does nothing.
+   */
+  async onTimer(tx: Queryable, sagaId: string, version: number, now = Date.now()): Promise<'applied' | 'stale'> {
+    const state = await lockSaga(tx, sagaId);
+    if (!state) return 'stale';
+    const definition = this.#definitions.get(definitionKey(state.type, state.definitionVersion));
+    if (!definition) return 'stale';
+    let t = nextState(definition, state, { kind: 'deadline' }, now);
+    if (t.verdict === 'stale') t = nextState(definition, state, { kind: 'timeout', version }, now);
+    if (t.verdict === 'stale') return 'stale';
+    await this.#save(tx, definition, state, t);
+    return 'applied';
+  }
+
+  async #save(tx: Queryable, definition: AnyDefinition, previous: SagaState, t: Transition<unknown>): Promise<void> {
+    // The row is locked, so this cannot lose; the check keeps a caller that skipped the lock from writing over.
+    if (!(await saveSaga(tx, t.state, previous.version))) {
+      throw new ConfigError(`saga ${previous.id} moved past version ${previous.version} during its transition`);
+    }
+    await this.#write(tx, definition, t);
+  }
+
+  async #write(tx: Queryable, definition: AnyDefinition, t: Transition<unknown>): Promise<void> {
+    await insertSagaHistory(tx, t.state.id, t.state.version, t.history);
+    if (t.send) await send(tx, definition, t.state, t.send);
+  }
+}
+
+/** A command into the outbox: ordered per saga (one aggregate), never twice for one transition (its version). */
+async function send(tx: Queryable, definition: AnyDefinition, state: SagaState, out: Outgoing): Promise<void> {
+  await enqueue(
+    tx,
+    {
+      event_type: out.command.type,
+      aggregate_id: `saga:${state.id}`,
+      aggregate_version: state.version,
+      data: out.command.data,
+      extensions: {
+        [SAGA_EXTENSIONS.id]: state.id,
+        [SAGA_EXTENSIONS.type]: state.type,
+        [SAGA_EXTENSIONS.step]: out.step,
+        [SAGA_EXTENSIONS.direction]: out.direction,
+        [SAGA_EXTENSIONS.attempt]: String(out.attempt),
+        [SAGA_EXTENSIONS.key]: stepKey(state.id, out.step),
+        [SAGA_EXTENSIONS.replyTo]: definition.replyTopic,
+      },
+    },
+    { topic: out.topic, producer: `saga:${state.type}` },
+  );
+}
+
+/** The idempotency key of a saga step, the same for its command, query and compensation and every attempt. */
+export function stepKey(sagaId: string, step: string): string {
+  return `${sagaId}:${step}`;
+}
+
+function staleReason(state: SagaState, reply: SagaReply): string {
+  if (
+    state.status === 'needs_attention' ||
+    state.status === 'completed' ||
+    state.status === 'compensated' ||
+    state.status === 'closed_manually'
+  ) {
+    return `saga is ${state.status}`;
+  }
+  return `expected a reply to ${state.direction} #${state.attempt} of step ${state.step}, got ${reply.direction} #${reply.attempt} of ${reply.step} (${reply.type})`;
+}
+
+function ignore(tx: Queryable, reply: SagaReply, reason: string): Promise<void> {
+  return recordIgnoredReply(tx, {
+    eventId: reply.eventId,
+    sagaId: reply.sagaId,
+    replyType: reply.type,
+    step: reply.step,
+    direction: reply.direction,
+    attempt: Number.isInteger(reply.attempt) ? reply.attempt : null,
+    reason,
+  });
+}
+
+function definitionKey(type: string, version: number): string {
+  return `${type}@${version}`;
+}
+
+function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
+}
