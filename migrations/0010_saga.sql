@@ -16,6 +16,8 @@ CREATE TABLE saga_instance (
     version bigint NOT NULL,
     data jsonb NOT NULL,
     steps text[] NOT NULL,
+    -- Commands sent to each step: the version of the step's next command on its own aggregate.
+    sends integer[] NOT NULL,
     pivot_passed boolean NOT NULL DEFAULT false,
     attention_reason text,
     -- When the command out now counts as unanswered, and the saga's own deadline.

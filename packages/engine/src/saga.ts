@@ -10,6 +10,7 @@ export {
 export { SagaOrchestrator, SAGA_EXTENSIONS, stepKey, type ReplyVerdict, type SagaReply } from './saga/orchestrator.ts';
 export { participant, type ParticipantInput, type StepOutcome } from './saga/participant.ts';
 export { sagaReplyHandler } from './saga/reply-handler.ts';
+export { SagaTimerRunner, type SagaTimerOptions } from './saga/timer-runner.ts';
 export {
   REPLY,
   TERMINAL,

@@ -6,6 +6,7 @@ import {
   participant,
   REPLY,
   SagaOrchestrator,
+  SagaTimerRunner,
   sagaHistory,
   sagaReplyHandler,
   readSaga,
@@ -173,7 +174,7 @@ test('a saga whose steps all succeed completes: commands in order, data folded, 
   );
   const [sent] = await db.sql<
     { n: number }[]
-  >`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id = ${`saga:${sagaId}`}`;
+  >`SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id LIKE ${`saga:${sagaId}:%`} AND topic NOT LIKE 'postbox.saga.%'`;
   assert.equal(sent!.n, 3, 'one command per step, no more');
 });
 
@@ -296,4 +297,26 @@ test('two replies for one saga at once: exactly one transition wins', async () =
     { n: number }[]
   >`SELECT count(*)::int AS n FROM saga_reply_ignored WHERE saga_id = ${sagaId}`;
   assert.equal(ignored!.n, 1, 'the other was recorded as stale');
+});
+
+test('the timer runner fires what is due from the rows: an unanswered command is asked about; a finished saga has no timers', async () => {
+  effects.length = 0;
+  const runner = new SagaTimerRunner(db.sql, sagas);
+  const { sagaId } = await db.sql.begin((tx) =>
+    sagas.start(tx, order, { businessKey: 'o-7', data: { orderId: 'o-7', amount: 10 } }),
+  );
+  const started = await readSaga(db.sql, sagaId);
+  await runner.fireDue(started!.dueAt! - 1); // other tests' sagas may be due by then; this one is not
+  assert.deepEqual(await readSaga(db.sql, sagaId), started, 'not due yet: untouched');
+  await take(db.sql, 'commands'); // the reserve command is lost on its way (never delivered)
+  const moved = await runner.fireDue(started!.dueAt! + 1);
+  assert.ok(moved >= 1);
+  const resolving = await readSaga(db.sql, sagaId);
+  assert.equal(resolving!.status, 'resolving');
+  await pump(); // the query: never seen → fenced, not applied → nothing before it to undo
+  const saga = await readSaga(db.sql, sagaId);
+  assert.equal(saga!.status, 'compensated');
+  await runner.fireDue(Date.now() + 3_600_000);
+  assert.deepEqual(await readSaga(db.sql, sagaId), saga, 'a finished saga has no timers');
+  assert.deepEqual(effects, []);
 });

@@ -13,6 +13,7 @@ interface SagaRow {
   version: string;
   data: unknown;
   steps: StepStatus[];
+  sends: number[];
   pivot_passed: boolean;
   attention_reason: AttentionReason | null;
   due_at: Date | null;
@@ -20,7 +21,7 @@ interface SagaRow {
 }
 
 const SELECT = `saga_id, saga_type, definition_version, business_key, status, step, direction, attempt,
-  version::text, data, steps, pivot_passed, attention_reason, due_at, deadline_at`;
+  version::text, data, steps, sends, pivot_passed, attention_reason, due_at, deadline_at`;
 
 /**
  * Inserts a new saga unless one of its type already has the business key.
@@ -30,9 +31,9 @@ const SELECT = `saga_id, saga_type, definition_version, business_key, status, st
 export async function insertSaga(sql: Queryable, s: SagaState): Promise<boolean> {
   const rows = await sql`
     INSERT INTO saga_instance (saga_id, saga_type, definition_version, business_key, status, step, direction, attempt,
-                               version, data, steps, pivot_passed, attention_reason, due_at, deadline_at)
+                               version, data, steps, sends, pivot_passed, attention_reason, due_at, deadline_at)
     VALUES (${s.id}, ${s.type}, ${s.definitionVersion}, ${s.businessKey}, ${s.status}, ${s.step}, ${s.direction},
-            ${s.attempt}, ${s.version}, ${sql.json(s.data as never)}, ${s.steps}::text[], ${s.pivotPassed},
+            ${s.attempt}, ${s.version}, ${sql.json(s.data as never)}, ${s.steps}::text[], ${s.sends}::int[], ${s.pivotPassed},
             ${s.attentionReason}, ${toDate(s.dueAt)}, ${toDate(s.deadlineAt)})
     ON CONFLICT (saga_type, business_key) DO NOTHING
     RETURNING saga_id`;
@@ -79,7 +80,7 @@ export async function saveSaga(sql: Queryable, s: SagaState, previousVersion: nu
   const rows = await sql`
     UPDATE saga_instance
     SET status = ${s.status}, step = ${s.step}, direction = ${s.direction}, attempt = ${s.attempt},
-        version = ${s.version}, data = ${sql.json(s.data as never)}, steps = ${s.steps}::text[],
+        version = ${s.version}, data = ${sql.json(s.data as never)}, steps = ${s.steps}::text[], sends = ${s.sends}::int[],
         pivot_passed = ${s.pivotPassed}, attention_reason = ${s.attentionReason}, due_at = ${toDate(s.dueAt)},
         deadline_at = ${toDate(s.deadlineAt)}, updated_at = now()
     WHERE saga_id = ${s.id} AND version = ${previousVersion}
@@ -101,8 +102,10 @@ export async function dueSagas(
       SELECT saga_id, version, due_at AS at FROM saga_instance
       WHERE status IN ('running', 'resolving', 'compensating') AND due_at <= ${now}
       UNION
+      -- A deadline moves a running saga only: one compensating already ignores it, and one resolving decides when
+      -- its question is answered (or times out), so neither comes back at every look.
       SELECT saga_id, version, deadline_at FROM saga_instance
-      WHERE status IN ('running', 'resolving', 'compensating') AND deadline_at <= ${now}
+      WHERE status = 'running' AND deadline_at <= ${now}
     ) due ORDER BY at LIMIT ${limit}`;
   return rows.map((r) => ({ sagaId: r.saga_id, version: Number(r.version) }));
 }
@@ -120,6 +123,7 @@ function toState(r: SagaRow): SagaState {
     version: Number(r.version),
     data: r.data,
     steps: r.steps,
+    sends: r.sends,
     pivotPassed: r.pivot_passed,
     attentionReason: r.attention_reason,
     dueAt: r.due_at ? r.due_at.getTime() : null,

@@ -11,6 +11,7 @@ import { observeOutbox, recordRelayCycle } from '../telemetry/metrics.ts';
 import type { CycleResult } from './cycle.ts';
 import type { LaneExecutor } from './executor.ts';
 import { balanceLanes, releaseLane } from './lanes.ts';
+import { FailureStreak } from '../telemetry/failure-streak.ts';
 import { resolveRelayOptions, type RelayOptions } from './options.ts';
 
 /** What a relay needs: a pool, an executor for its lane cycles, its options. */
@@ -62,6 +63,9 @@ export class Relay {
   readonly #executor: LaneExecutor;
   readonly #options: RelayOptions;
   readonly #log: Logger;
+  /** Failures are logged per streak (start, every 50th, recovery), not per lane and attempt. */
+  readonly #cycleStreak: FailureStreak;
+  readonly #renewStreak: FailureStreak;
   readonly #lanes = new Map<number, LaneState>();
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stats = { cycles: 0, published: 0, rescheduled: 0, failed: 0, errors: 0 };
@@ -79,6 +83,8 @@ export class Relay {
     this.#options = resolveRelayOptions(config.options);
     this.owner = config.owner ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     this.#log = (config.log ?? silentLogger).child({ role: 'relay', owner: this.owner });
+    this.#cycleStreak = new FailureStreak(this.#log, 'relay cycle');
+    this.#renewStreak = new FailureStreak(this.#log, 'relay lane renewal');
   }
 
   async start(): Promise<void> {
@@ -166,11 +172,24 @@ export class Relay {
         );
       }
       await this.#releaseIdleSurplus();
+      if (this.#renewStreak.count > 0) this.#retryFailedLanesNow();
+      this.#renewStreak.succeeded();
     } catch (cause) {
       // Unrenewed leases lapse by themselves; the claim's ownership check stops work in lanes no longer ours.
-      this.#log.warn({ err: String(cause) }, 'relay could not renew its lanes');
+      this.#renewStreak.failed(cause);
     }
     this.#schedule();
+  }
+
+  /**
+   * The database answers again after an outage: lanes waiting out a backoff their failed cycles earned try now,
+   * rather than up to the backoff's cap (minutes) after the database came back.
+   */
+  #retryFailedLanesNow(): void {
+    const now = Date.now();
+    for (const state of this.#lanes.values()) {
+      if (state.errors > 0 && state.pausedUntil <= now) state.nextAt = Math.min(state.nextAt, now);
+    }
   }
 
   async #releaseIdleSurplus(): Promise<void> {
@@ -224,6 +243,7 @@ export class Relay {
       const result = await this.#executor.run({ lane, owner: this.owner });
       this.#record(result);
       state.errors = 0;
+      this.#cycleStreak.succeeded();
       const now = Date.now();
       if (result.pauseMs !== null) {
         state.pausedUntil = now + result.pauseMs;
@@ -237,7 +257,7 @@ export class Relay {
       state.errors++;
       const delay = Math.max(100, backoffDelayMs(state.errors, this.#options.backoff));
       state.nextAt = Date.now() + delay;
-      this.#log.warn({ lane, err: String(cause), retryInMs: delay }, 'relay cycle failed');
+      this.#cycleStreak.failed(cause, { lane, retryInMs: delay });
     }
   }
 

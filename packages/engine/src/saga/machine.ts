@@ -35,6 +35,7 @@ export function startState<D>(
     version: 1,
     data: init.data,
     steps: definition.steps.map((_, i): StepStatus => (i === 0 ? 'running' : 'pending')),
+    sends: definition.steps.map(() => 0),
     pivotPassed: false,
     attentionReason: null,
     dueAt: init.now + first.timeoutMs,

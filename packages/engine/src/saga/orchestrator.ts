@@ -71,12 +71,14 @@ export class SagaOrchestrator {
     if (!this.#definitions.has(definitionKey(definition.type, definition.version))) {
       throw new ConfigError(`saga ${definition.type} v${definition.version} is not registered with this orchestrator`);
     }
-    const t = startState(definition, {
-      id: randomUUID(),
-      businessKey: input.businessKey,
-      data: input.data,
-      now: input.now ?? Date.now(),
-    });
+    const t = counted(
+      startState(definition, {
+        id: randomUUID(),
+        businessKey: input.businessKey,
+        data: input.data,
+        now: input.now ?? Date.now(),
+      }),
+    );
     if (!(await insertSaga(tx, t.state))) {
       const first = await sagaByBusinessKey(tx, definition.type, input.businessKey);
       return { sagaId: first!.id, created: false };
@@ -98,7 +100,7 @@ export class SagaOrchestrator {
       return 'definition_missing';
     }
     const event: SagaEvent = { kind: 'reply', ...reply };
-    const t = nextState(definition, state, event, now);
+    const t = counted(nextState(definition, state, event, now));
     if (t.verdict === 'stale') {
       await ignore(tx, reply, staleReason(state, reply));
       return 'stale';
@@ -119,7 +121,7 @@ export class SagaOrchestrator {
     let t = nextState(definition, state, { kind: 'deadline' }, now);
     if (t.verdict === 'stale') t = nextState(definition, state, { kind: 'timeout', version }, now);
     if (t.verdict === 'stale') return 'stale';
-    await this.#save(tx, definition, state, t);
+    await this.#save(tx, definition, state, counted(t));
     return 'applied';
   }
 
@@ -137,14 +139,25 @@ export class SagaOrchestrator {
   }
 }
 
-/** A command into the outbox: ordered per saga (one aggregate), never twice for one transition (its version). */
+/** Counts the command a transition sends against its step: that count is the command's version on the step's aggregate. */
+function counted<D>(t: Transition<D>): Transition<D> {
+  if (!t.send) return t;
+  const sends = [...t.state.sends];
+  sends[t.state.step] = (sends[t.state.step] ?? 0) + 1;
+  return { ...t, state: { ...t.state, sends } };
+}
+
+/**
+ * A command into the outbox, on the step's own aggregate (`saga:<id>:<step>`, one topic, so its participant sees
+ * versions 1, 2, 3 in order), at the step's send count: one transition can never send twice.
+ */
 async function send(tx: Queryable, definition: AnyDefinition, state: SagaState, out: Outgoing): Promise<void> {
   await enqueue(
     tx,
     {
       event_type: out.command.type,
-      aggregate_id: `saga:${state.id}`,
-      aggregate_version: state.version,
+      aggregate_id: `saga:${state.id}:${out.step}`,
+      aggregate_version: state.sends[state.step]!,
       data: out.command.data,
       extensions: {
         [SAGA_EXTENSIONS.id]: state.id,

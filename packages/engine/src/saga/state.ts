@@ -50,6 +50,11 @@ export interface SagaState<D = unknown> {
   version: number;
   data: D;
   steps: StepStatus[];
+  /**
+   * Commands sent to each step so far (forward, queries, compensations): the outbox version of the next one on
+   * the step's own aggregate, so a participant's consumer sees each step's commands numbered 1, 2, 3 without gaps.
+   */
+  sends: number[];
   pivotPassed: boolean;
   attentionReason: AttentionReason | null;
   /** When the command out now counts as unanswered (epoch ms); null when nothing is out. */

@@ -27,10 +27,10 @@ export class FailureStreak {
     this.#count++;
     if (this.#count === 1) {
       this.#since = Date.now();
-      this.#log.warn({ ...fields, err: String(cause) }, `${this.#what} failed; retrying with backoff`);
+      this.#log.warn({ ...fields, err: describe(cause) }, `${this.#what} failed; retrying with backoff`);
     } else if (this.#count % this.#every === 0) {
       this.#log.warn(
-        { ...fields, err: String(cause), failures: this.#count, forMs: Date.now() - this.#since },
+        { ...fields, err: describe(cause), failures: this.#count, forMs: Date.now() - this.#since },
         `${this.#what} still failing`,
       );
     }
@@ -41,4 +41,16 @@ export class FailureStreak {
     this.#log.warn({ failures: this.#count, forMs: Date.now() - this.#since }, `${this.#what} recovered`);
     this.#count = 0;
   }
+}
+
+/** An error's text, also for one that crossed a worker thread as a plain object (String() gives "[object Object]"). */
+function describe(cause: unknown): string {
+  if (cause instanceof Error) return String(cause);
+  if (cause && typeof cause === 'object') {
+    const { name, message, code } = cause as { name?: unknown; message?: unknown; code?: unknown };
+    if (typeof message === 'string')
+      return `${typeof name === 'string' ? name : 'Error'}: ${message}${typeof code === 'string' ? ` [${code}]` : ''}`;
+    return JSON.stringify(cause);
+  }
+  return String(cause);
 }

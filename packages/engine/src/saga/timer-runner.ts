@@ -1,0 +1,79 @@
+import type { Sql } from '../db/connect.ts';
+import { dueSagas } from '../queries/saga-instance.ts';
+import { FailureStreak } from '../telemetry/failure-streak.ts';
+import { type Logger, silentLogger } from '../telemetry/logger.ts';
+import type { SagaOrchestrator } from './orchestrator.ts';
+
+export interface SagaTimerOptions {
+  /** How often due sagas are looked for. @defaultValue 1000 */
+  intervalMs?: number;
+  /** Sagas handled per look. @defaultValue 100 */
+  batch?: number;
+  log?: Logger;
+}
+
+/**
+ * Fires sagas' timers: a command's timeout and the saga's deadline, both stored on the saga row (due_at,
+ * deadline_at), so no timer is lost with a process or with Redis — the rows are the timers. Each due saga moves
+ * in its own transaction through the orchestrator, which fences a timer armed at an older version; any number
+ * of runners may run (the row lock serialises them, the version check makes the second one a no-op).
+ *
+ *   created ──start()──▶ running (a look every intervalMs, at once again while a look came back full) ──stop()──▶ stopped
+ */
+export class SagaTimerRunner {
+  readonly #sql: Sql;
+  readonly #orchestrator: SagaOrchestrator;
+  readonly #intervalMs: number;
+  readonly #batch: number;
+  readonly #streak: FailureStreak;
+  #timer: NodeJS.Timeout | null = null;
+  #running: Promise<void> | null = null;
+  #stopped = false;
+
+  constructor(sql: Sql, orchestrator: SagaOrchestrator, options: SagaTimerOptions = {}) {
+    this.#sql = sql;
+    this.#orchestrator = orchestrator;
+    this.#intervalMs = options.intervalMs ?? 1000;
+    this.#batch = options.batch ?? 100;
+    this.#streak = new FailureStreak(options.log ?? silentLogger, 'saga timer runner');
+  }
+
+  start(): void {
+    this.#schedule(0);
+  }
+
+  /**
+   * Fires every timer due at `now`; returns how many sagas moved. Also what the loop runs, and what a test or a
+   * one-off job calls.
+   */
+  async fireDue(now = Date.now()): Promise<number> {
+    let moved = 0;
+    for (const { sagaId, version } of await dueSagas(this.#sql, new Date(now), this.#batch)) {
+      const outcome = await this.#sql.begin((tx) => this.#orchestrator.onTimer(tx, sagaId, version, now));
+      if (outcome === 'applied') moved++;
+    }
+    return moved;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.fireDue().then(
+        (moved) => {
+          this.#streak.succeeded();
+          this.#schedule(moved >= this.#batch ? 0 : this.#intervalMs);
+        },
+        (cause: unknown) => {
+          this.#streak.failed(cause);
+          this.#schedule(Math.min(30_000, this.#intervalMs * 2 ** Math.min(this.#streak.count, 5)));
+        },
+      );
+    }, delayMs);
+  }
+}
