@@ -4,11 +4,9 @@ import { createLogger } from '@postbox/engine';
 import { stackEnv } from '@postbox/stack';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
-import { createApiResources } from '../graphql/deps.ts';
 import { printedSchema } from '../graphql/schema/index.ts';
-import { startControlPlane } from '../graphql/server.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
-import { portHint } from './role-set.ts';
+import { startControlPlaneRoles } from './control-plane-role.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
@@ -42,18 +40,6 @@ export async function apiCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();
   return runRoles(signal, log, async (roles) => {
-    const resources = await roles.start(
-      'control plane resources',
-      async () => createApiResources(config),
-      (r) => r.close(),
-    );
-    const plane = await roles.start(
-      'control plane',
-      () => startControlPlane(api, resources.deps),
-      (p) => p.close(),
-      portHint(api.port, 'POSTBOX_API_PORT'),
-    );
-    console.log(`GraphQL control plane: ${plane.url}${api.production ? '' : ' (GraphiQL in a browser)'}`);
-    if (api.devToken) console.log(`development operator token: Authorization: Bearer ${api.devToken}`);
+    await startControlPlaneRoles(roles, config, api);
   });
 }

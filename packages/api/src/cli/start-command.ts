@@ -6,15 +6,14 @@ import { stackUp } from '@postbox/stack';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
-import { createApiResources } from '../graphql/deps.ts';
-import { startControlPlane } from '../graphql/server.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
-import { portHint, StartInterrupted } from './role-set.ts';
+import { startControlPlaneRoles } from './control-plane-role.ts';
+import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
@@ -81,20 +80,7 @@ export async function startCommand(argv: string[]): Promise<number> {
         await waker.flush();
       },
     );
-    const resources = await roles.start(
-      'control plane resources',
-      async () => createApiResources(config),
-      (r) => r.close(),
-    );
-    const plane = await roles.start(
-      'control plane',
-      () => startControlPlane(apiConfig, resources.deps),
-      (p) => p.close(),
-      portHint(apiConfig.port, 'POSTBOX_API_PORT'),
-    );
-    console.log(`GraphQL control plane: ${plane.url}${apiConfig.production ? '' : ' (GraphiQL in a browser)'}`);
-    if (apiConfig.devToken)
-      console.log(`development operator token (this run only): Authorization: Bearer ${apiConfig.devToken}`);
+    await startControlPlaneRoles(roles, config, apiConfig);
     console.log(
       `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
     );
