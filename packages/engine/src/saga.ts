@@ -20,5 +20,20 @@ export {
   type SagaStatus,
   type StepStatus,
 } from './saga/state.ts';
+export {
+  allowedActions,
+  operatorTransition,
+  type Refusal,
+  type SagaAction,
+  type SagaActionKind,
+} from './saga/operator-actions.ts';
 export { readSaga, sagaByBusinessKey, dueSagas } from './queries/saga-instance.ts';
+export {
+  listSagas,
+  readSagaDetail,
+  sagaCounts,
+  type SagaCounts,
+  type SagaFilter,
+  type SagaListRow,
+} from './queries/saga-list.ts';
 export { sagaHistory, type SagaHistoryRow } from './queries/saga-history.ts';

@@ -17,6 +17,8 @@ import {
  * a reply counts only for the command out now (same step, direction and attempt), anything else is stale; a
  * command unanswered is never taken for failed — the saga asks (query) before it acts; compensation undoes the
  * succeeded steps one at a time, last first, each with its own attempts; after the pivot nothing is compensated.
+ * The building blocks below are exported for the operators' actions (operator-actions.ts), which move a saga by
+ * the same rules; the package's public entry (saga.ts) exports only startState's callers.
  */
 export function startState<D>(
   definition: SagaDefinition<D>,
@@ -85,7 +87,7 @@ export function nextState<D>(
 }
 
 /** A step applied: fold its result in, then the next step, or completed. */
-function succeed<D>(
+export function succeed<D>(
   definition: SagaDefinition<D>,
   state: SagaState<D>,
   reply: unknown,
@@ -126,7 +128,7 @@ function succeed<D>(
 }
 
 /** A step not applied (refused, or not applied when asked): undo what went before, unless past the pivot. */
-function refuse<D>(
+export function refuse<D>(
   definition: SagaDefinition<D>,
   state: SagaState<D>,
   status: StepStatus,
@@ -139,7 +141,7 @@ function refuse<D>(
 }
 
 /** The command out got no answer in time (or an unknown one): ask, ask again, or give up to an operator. */
-function onUnanswered<D>(
+export function onUnanswered<D>(
   definition: SagaDefinition<D>,
   state: SagaState<D>,
   now: number,
@@ -181,7 +183,7 @@ function onDeadline<D>(definition: SagaDefinition<D>, state: SagaState<D>, now: 
 }
 
 /** Compensates the last succeeded step at or below `from` that has a compensation; none left: compensated. */
-function compensateFrom<D>(
+export function compensateFrom<D>(
   definition: SagaDefinition<D>,
   state: SagaState<D>,
   from: number,
@@ -210,7 +212,7 @@ function compensateFrom<D>(
  * Freezes the saga. The history line names the step it stopped at: `entry()` leaves the step to its caller, and
  * this line once went out with `step: null`, so the transitions an operator most needs to read lost their step.
  */
-function attention<D>(
+export function attention<D>(
   definition: SagaDefinition<D>,
   state: SagaState<D>,
   reason: AttentionReason,
@@ -234,7 +236,7 @@ function attention<D>(
 }
 
 /** The command of the current (step, direction) with the saga's data. */
-function outgoing<D>(definition: SagaDefinition<D>, state: SagaState<D>): Outgoing {
+export function outgoing<D>(definition: SagaDefinition<D>, state: SagaState<D>): Outgoing {
   const step = definition.steps[state.step]!;
   const make =
     state.direction === 'forward' ? step.command : state.direction === 'query' ? step.query : step.compensate!;
@@ -248,11 +250,11 @@ function outgoing<D>(definition: SagaDefinition<D>, state: SagaState<D>): Outgoi
 }
 
 /** A copy with the changes and the version bumped once (relative to the state it came from). */
-function advance<D>(state: SagaState<D>, changes: Partial<SagaState<D>>): SagaState<D> {
+export function advance<D>(state: SagaState<D>, changes: Partial<SagaState<D>>): SagaState<D> {
   return { ...state, ...changes, version: state.version + 1 };
 }
 
-function applied<D>(
+export function applied<D>(
   previous: SagaState<D>,
   next: SagaState<D>,
   send: Outgoing | null,
@@ -267,11 +269,11 @@ function entry<D>(previous: SagaState<D>, next: SagaState<D>, cause: string): Hi
   return { from: previous.status, to: next.status, step: null, direction: next.direction, cause };
 }
 
-function stale<D>(state: SagaState<D>): Transition<D> {
+export function stale<D>(state: SagaState<D>): Transition<D> {
   return { verdict: 'stale', state, send: null, history: [] };
 }
 
-function withStep(steps: StepStatus[], index: number, status: StepStatus): StepStatus[] {
+export function withStep(steps: StepStatus[], index: number, status: StepStatus): StepStatus[] {
   const copy = [...steps];
   copy[index] = status;
   return copy;

@@ -1,12 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../db/connect.ts';
-import { ConfigError } from '../errors.ts';
+import { ActionRefusedError, ConfigError, NotFoundError } from '../errors.ts';
+import { insertAudit } from '../queries/audit.ts';
 import { enqueue } from '../outbox/enqueue.ts';
 import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
 import { insertSagaHistory } from '../queries/saga-history.ts';
+import { registerDefinitions, unfinishedVersions } from '../queries/saga-definition.ts';
+import type { Sql } from '../db/connect.ts';
 import { insertSaga, lockSaga, sagaByBusinessKey, saveSaga } from '../queries/saga-instance.ts';
 import type { SagaDefinition } from './definition.ts';
 import { nextState, startState } from './machine.ts';
+import { allowedActions, operatorTransition, type SagaAction, type SagaActionKind } from './operator-actions.ts';
 import type { Direction, Outgoing, SagaEvent, SagaState, Transition } from './state.ts';
 
 // A registry of definitions of different data types.
@@ -56,6 +60,43 @@ export class SagaOrchestrator {
         );
       }
       this.#definitions.set(key, d);
+    }
+  }
+
+  /**
+   * Checks, before a process drives sagas, that it runs what the instances in flight were started with: a
+   * definition whose shape changed without a new version is refused (the first shape run under a version is
+   * stored), and so is a process that does not load a version unfinished sagas of a type it runs still need.
+   * Throws ConfigError saying what to change.
+   */
+  async register(sql: Sql): Promise<void> {
+    const defs = this.definitions();
+    const stored = await registerDefinitions(
+      sql,
+      defs.map((d) => ({
+        type: d.type,
+        version: d.version,
+        shapeHash: d.shapeHash,
+        steps: d.steps.map((s) => s.name),
+      })),
+    );
+    for (const row of stored) {
+      const d = this.#definitions.get(definitionKey(row.type, row.version))!;
+      if (row.shapeHash !== d.shapeHash) {
+        throw new ConfigError(
+          `saga ${d.type} v${d.version} changed shape since it was first run (steps then: ${row.steps.join(' → ')}; now: ${d.steps.map((s) => s.name).join(' → ')}): give the new shape a new version and keep v${d.version} loaded until its sagas finish`,
+        );
+      }
+    }
+    const types = new Set(defs.map((d) => d.type));
+    const missing = (await unfinishedVersions(sql)).filter(
+      (u) => types.has(u.type) && !this.#definitions.has(definitionKey(u.type, u.version)),
+    );
+    if (missing.length > 0) {
+      const list = missing.map((m) => `${m.count} of ${m.type} v${m.version}`).join(', ');
+      throw new ConfigError(
+        `unfinished sagas need definitions this process does not load (${list}): keep those versions registered until they finish`,
+      );
     }
   }
 
@@ -125,16 +166,79 @@ export class SagaOrchestrator {
     return 'applied';
   }
 
-  async #save(tx: Queryable, definition: AnyDefinition, previous: SagaState, t: Transition<unknown>): Promise<void> {
+  /**
+   * An operator's action on a saga (operator-actions.ts), in the caller's transaction: the transition with its
+   * history line under the operator's name, and the audit record with the state before and after. Refused
+   * (ActionRefusedError, nothing changed) when the saga's state does not allow it.
+   */
+  async act(
+    tx: Queryable,
+    sagaId: string,
+    action: SagaAction,
+    by: { actor: string; reason: string },
+    now = Date.now(),
+  ): Promise<{ before: SagaState; after: SagaState }> {
+    const state = isUuid(sagaId) ? await lockSaga(tx, sagaId) : undefined;
+    if (!state) throw new NotFoundError(`saga ${sagaId}`);
+    const definition = this.definitionOf(state);
+    if (!definition) {
+      throw new ActionRefusedError(
+        'saga_definition_missing',
+        `saga ${sagaId} runs ${state.type} v${state.definitionVersion}, which this process does not load`,
+      );
+    }
+    const t = operatorTransition(definition, state, action, now, `${action.kind} by ${by.actor}: ${by.reason}`);
+    if ('refused' in t) {
+      throw new ActionRefusedError(
+        'saga_action_refused',
+        `saga ${sagaId} (${state.status}): ${action.kind} refused: ${t.refused}`,
+      );
+    }
+    const next = counted(t);
+    await this.#save(tx, definition, state, next, by.actor);
+    await insertAudit(tx, {
+      actor: by.actor,
+      action: `saga.${action.kind}`,
+      reason: by.reason,
+      target: sagaId,
+      before: summary(state),
+      after: { ...summary(next.state), ...(action.kind === 'resolve' ? { outcome: action.outcome } : {}) },
+    });
+    return { before: state, after: next.state };
+  }
+
+  /** What an operator may do to the saga now; nothing when this process does not load its definition. */
+  allowedActions(state: SagaState): SagaActionKind[] {
+    const definition = this.definitionOf(state);
+    return definition ? allowedActions(definition, state) : [];
+  }
+
+  /** The definition a saga instance runs (its type at the version it started with), if this process loads it. */
+  definitionOf(state: Pick<SagaState, 'type' | 'definitionVersion'>): AnyDefinition | undefined {
+    return this.#definitions.get(definitionKey(state.type, state.definitionVersion));
+  }
+
+  /** The definitions this orchestrator runs. */
+  definitions(): AnyDefinition[] {
+    return [...this.#definitions.values()];
+  }
+
+  async #save(
+    tx: Queryable,
+    definition: AnyDefinition,
+    previous: SagaState,
+    t: Transition<unknown>,
+    actor = 'postbox',
+  ): Promise<void> {
     // The row is locked, so this cannot lose; the check keeps a caller that skipped the lock from writing over.
     if (!(await saveSaga(tx, t.state, previous.version))) {
       throw new ConfigError(`saga ${previous.id} moved past version ${previous.version} during its transition`);
     }
-    await this.#write(tx, definition, t);
+    await this.#write(tx, definition, t, actor);
   }
 
-  async #write(tx: Queryable, definition: AnyDefinition, t: Transition<unknown>): Promise<void> {
-    await insertSagaHistory(tx, t.state.id, t.state.version, t.history);
+  async #write(tx: Queryable, definition: AnyDefinition, t: Transition<unknown>, actor = 'postbox'): Promise<void> {
+    await insertSagaHistory(tx, t.state.id, t.state.version, t.history, actor);
     if (t.send) await send(tx, definition, t.state, t.send);
   }
 }
@@ -200,6 +304,19 @@ function ignore(tx: Queryable, reply: SagaReply, reason: string): Promise<void> 
     attempt: Number.isInteger(reply.attempt) ? reply.attempt : null,
     reason,
   });
+}
+
+/** The part of a saga's state an audit record keeps, before and after an action. */
+function summary(s: SagaState): Record<string, unknown> {
+  return {
+    status: s.status,
+    step: s.step,
+    direction: s.direction,
+    attempt: s.attempt,
+    version: s.version,
+    steps: s.steps,
+    attentionReason: s.attentionReason,
+  };
 }
 
 function definitionKey(type: string, version: number): string {
