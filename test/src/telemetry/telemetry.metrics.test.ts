@@ -1,10 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { startTelemetry, type Telemetry } from '@postbox/api';
 import { enqueueMany, type EventInput } from '@postbox/engine';
 import type { Relay } from '@postbox/engine/runtime';
+import { defineSaga, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
@@ -234,4 +235,54 @@ test('relay and consumer metrics on the Prometheus endpoint, with values the flo
   );
   for (const forbidden of ['messaging_message_id', 'kafka_message_key', 'kafka_offset', 'messaging_kafka_offset'])
     assert.ok(!labelNames.has(forbidden), forbidden);
+});
+
+test('saga gauges while a saga timer runner runs: instances by status, oldest running age, time to end', async () => {
+  const flow = defineSaga<{ n: number }>({
+    type: 'metrics-flow',
+    version: 1,
+    steps: [
+      {
+        name: 'only',
+        topic: 'metrics.saga.commands',
+        command: (d) => ({ type: 'metrics.do', data: d }),
+        success: ['metrics.done'],
+        failure: ['metrics.refused'],
+      },
+    ],
+  });
+  const sagas = new SagaOrchestrator([flow]);
+  const started = await db.sql.begin(async (tx) => [
+    await sagas.start(tx, flow, { businessKey: 'a', data: { n: 1 } }),
+    await sagas.start(tx, flow, { businessKey: 'b', data: { n: 2 } }),
+  ]);
+  const reply = (sagaId: string) => ({
+    eventId: randomUUID(),
+    sagaId,
+    step: 'only',
+    direction: 'forward' as const,
+    attempt: 1,
+    type: 'metrics.done',
+    data: {},
+  });
+  await db.sql.begin((tx) => sagas.onReply(tx, reply(started[0]!.sagaId)));
+  const runner = new SagaTimerRunner(db.sql, sagas, { intervalMs: 60_000 });
+  runner.start();
+  try {
+    const status = (st: string) => ({ postbox_saga_status: st });
+    const s = await metricsUntil(
+      'one saga completed, one running',
+      (x) =>
+        value(x, 'postbox_saga_instances', status('completed')) === 1 &&
+        value(x, 'postbox_saga_instances', status('running')) === 1,
+    );
+    assert.equal(value(s, 'postbox_saga_instances', status('needs_attention')), 0);
+    assert.ok((value(s, 'postbox_saga_oldest_running_age') ?? -1) >= 0);
+    assert.ok(
+      value(s, 'postbox_saga_time_to_end', { ...status('completed'), postbox_quantile: 'p99' }) !== undefined,
+      'the completed saga counts in the time to end',
+    );
+  } finally {
+    await runner.stop();
+  }
 });

@@ -1,10 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { SpanKind, trace, type SpanContext } from '@opentelemetry/api';
+import { context, SpanKind, trace, type SpanContext } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { startTelemetry, type Telemetry } from '@postbox/api';
-import { enqueue } from '@postbox/engine';
+import { enqueue, type Envelope } from '@postbox/engine';
+import { defineSaga, participant, SagaOrchestrator } from '@postbox/engine/saga';
 import { listFailures, replayFailures } from '@postbox/engine/control';
 import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import type { Relay } from '@postbox/engine/runtime';
@@ -301,4 +302,57 @@ test('retries and replays are linked spans: retry → the delivery that schedule
     'exhausted',
     'the handler still rejects it: the replay ran and failed again, visibly',
   );
+});
+
+test("a saga's command and its participant's reply: create spans carrying the saga's id, step and direction; the reply a child of the command's processing", async () => {
+  const flow = defineSaga<{ n: number }>({
+    type: 'traced-flow',
+    version: 1,
+    steps: [
+      {
+        name: 'only',
+        topic: `${topic}.saga`,
+        command: (d) => ({ type: 'traced.do', data: d }),
+        success: ['traced.done'],
+        failure: ['traced.refused'],
+      },
+    ],
+  });
+  const sagas = new SagaOrchestrator([flow]);
+  const { sagaId } = await db.sql.begin((tx) => sagas.start(tx, flow, { businessKey: `t-${run}`, data: { n: 1 } }));
+  const commandSpan = spans().find((s) => s.attributes['postbox.saga.id'] === sagaId);
+  assert.ok(commandSpan, 'the command has a create span with the saga id');
+  assert.equal(commandSpan.attributes['postbox.saga.step'], 'only');
+  assert.equal(commandSpan.attributes['postbox.saga.direction'], 'forward');
+
+  // The participant handles the command inside a span standing for its processing: its reply's create span is
+  // that span's child and names the same saga.
+  const [row] = await db.sql<Array<{ event_id: string; extensions: Record<string, string> }>>`
+    SELECT event_id, extensions FROM message_outbox WHERE producer = 'saga:traced-flow'`;
+  const handle = participant({ name: 'traced', apply: async () => ({ applied: true, type: 'traced.done' }) });
+  const processing = trace.getTracer('test').startSpan('process command');
+  await context.with(trace.setSpan(context.active(), processing), () =>
+    db.sql.begin((tx) =>
+      handle(
+        {
+          event_id: row!.event_id,
+          event_type: 'traced.do',
+          schema_version: 1,
+          aggregate_id: `saga:${sagaId}:only`,
+          aggregate_version: 1,
+          occurred_at: new Date().toISOString(),
+          producer: 'saga:traced-flow',
+          data: { n: 1 },
+          extensions: row!.extensions,
+        } as Envelope,
+        tx,
+        { consumer: 'traced', partition: 0, offset: '0', attempt: 1 },
+      ),
+    ),
+  );
+  processing.end();
+  const replySpan = spans().find((s) => s.attributes['postbox.saga.id'] === sagaId && s !== commandSpan);
+  assert.ok(replySpan, 'the reply has a create span with the saga id');
+  assert.equal(replySpan.parentSpanContext?.spanId, processing.spanContext().spanId);
+  assert.equal(replySpan.attributes['postbox.saga.direction'], 'forward');
 });

@@ -19,6 +19,8 @@ inboxes, failure store, retry ledger and parked events in one snapshot, and chec
   consumer  every event its committed offset has passed is applied, ignored, in the failure store, on the retry
             ledger or parked (else lost); none applied twice; aggregates applied in order; the same event_id with
             another payload is a conflict in the failure store, never absorbed silently
+  sagas     every saga ended, frozen for an operator or waiting on a live timer; one transition per version; no
+            step sent forward twice; compensations last first; nothing sent while frozen
   stuck     expired leases not reclaimed, pending rows and retries overdue, gaps parked with no failure behind
             them — older than --stuck-after (default 60000 ms)
 Consumers: every one in the registry (each \`postbox consume\` announces itself), or those named with --consumer.

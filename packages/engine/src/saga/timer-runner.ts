@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { dueSagas } from '../queries/saga-instance.ts';
 import { FailureStreak } from '../telemetry/failure-streak.ts';
+import { observeSagas } from '../telemetry/metrics.ts';
 import { type Logger, silentLogger } from '../telemetry/logger.ts';
 import type { SagaOrchestrator } from './orchestrator.ts';
 
@@ -27,6 +28,7 @@ export class SagaTimerRunner {
   readonly #batch: number;
   readonly #streak: FailureStreak;
   #timer: NodeJS.Timeout | null = null;
+  #unobserve: (() => void) | null = null;
   #running: Promise<void> | null = null;
   #stopped = false;
 
@@ -38,7 +40,9 @@ export class SagaTimerRunner {
     this.#streak = new FailureStreak(options.log ?? silentLogger, 'saga timer runner');
   }
 
+  /** Starts the loop, and the saga gauges (metrics) while it runs. */
   start(): void {
+    this.#unobserve = observeSagas(this, this.#sql);
     this.#schedule(0);
   }
 
@@ -57,6 +61,7 @@ export class SagaTimerRunner {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#unobserve?.();
     if (this.#timer) clearTimeout(this.#timer);
     await this.#running;
   }

@@ -45,6 +45,13 @@ export const POSTBOX_ATTR = {
   actor: 'postbox.actor',
   /** Outbox row state for the outbox gauges. */
   status: 'postbox.outbox.status',
+  /** A saga's id, step and direction, on the create spans of its commands and replies. */
+  sagaId: 'postbox.saga.id',
+  sagaStep: 'postbox.saga.step',
+  sagaDirection: 'postbox.saga.direction',
+  /** A saga's status (saga gauges) and how it ended (time to end). */
+  sagaStatus: 'postbox.saga.status',
+  quantile: 'postbox.quantile',
 } as const;
 
 export const MESSAGING_SYSTEM = 'kafka';

@@ -12,6 +12,7 @@ import {
 import type { Queryable } from '../db/connect.ts';
 import type { InboundRecord, PartitionLag } from '../ports/subscriber.ts';
 import { consumerCounts, outboxByTopic } from '../queries/control-counts.ts';
+import { sagaGaugeFacts } from '../queries/saga-metrics.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import type { CycleResult } from '../relay/cycle.ts';
 import { ATTR, MESSAGING_SYSTEM, OPERATION, POSTBOX_ATTR } from './attributes.ts';
@@ -99,6 +100,23 @@ function build(meter: Meter) {
       'postbox.consumer.blocked_aggregates',
       'Aggregates blocked by a retrying or failed event',
       '{aggregate}',
+    ),
+    sagas: gauge(
+      'postbox.saga.instances',
+      'Sagas by status (running, resolving, compensating, completed, compensated, needs_attention, closed_manually): started = the sum, ended by outcome = the ended statuses',
+      '{saga}',
+    ),
+    sagaOldestRunning: gauge(
+      'postbox.saga.oldest_running_age',
+      'Age of the oldest saga still running, resolving or compensating',
+      's',
+      ValueType.DOUBLE,
+    ),
+    sagaTimeToEnd: gauge(
+      'postbox.saga.time_to_end',
+      'Start-to-end time of the sagas ended in the last five minutes, p50 and p99 (postbox.quantile), by how they ended',
+      's',
+      ValueType.DOUBLE,
     ),
     lag: gauge(
       'postbox.consumer.lag',
@@ -386,4 +404,37 @@ export function observeConsumer(
     consumerNames.delete(owner);
     removeDb?.();
   };
+}
+
+const SAGA_STATUSES = [
+  'running',
+  'resolving',
+  'compensating',
+  'completed',
+  'compensated',
+  'needs_attention',
+  'closed_manually',
+] as const;
+const sagaGauges = new DatabaseGauges(
+  (m) => [m.sagas, m.sagaOldestRunning, m.sagaTimeToEnd],
+  (sql) => sagaGaugeFacts(sql),
+  (facts, result, m) => {
+    const counts = new Map(facts.byStatus.map((r) => [r.status, r.count]));
+    for (const status of SAGA_STATUSES) {
+      result.observe(m.sagas, counts.get(status) ?? 0, { [POSTBOX_ATTR.sagaStatus]: status });
+    }
+    result.observe(m.sagaOldestRunning, facts.oldestRunningS ?? 0);
+    for (const e of facts.timeToEnd) {
+      result.observe(m.sagaTimeToEnd, e.p50, { [POSTBOX_ATTR.sagaStatus]: e.status, [POSTBOX_ATTR.quantile]: 'p50' });
+      result.observe(m.sagaTimeToEnd, e.p99, { [POSTBOX_ATTR.sagaStatus]: e.status, [POSTBOX_ATTR.quantile]: 'p99' });
+    }
+  },
+);
+
+/**
+ * The saga gauges (instances by status, the oldest running, recent time to end), while a saga timer runner runs
+ * in this process: read from the rows, since sagas move in consumer worker threads whose meters no endpoint sees.
+ */
+export function observeSagas(owner: object, sql: Queryable): () => void {
+  return sagaGauges.add(owner, sql);
 }

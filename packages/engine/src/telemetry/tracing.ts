@@ -77,6 +77,7 @@ export interface CreatedEvent {
   event_type: string;
   aggregate_id: string;
   aggregate_version: number;
+  extensions?: Record<string, string> | null;
 }
 
 /**
@@ -92,6 +93,15 @@ export function createEventContext(topic: string, event: CreatedEvent): TraceCon
     span.setAttributes(messageAttributes({ eventId: event.event_id, key: event.aggregate_id }));
     span.setAttribute(POSTBOX_ATTR.eventType, event.event_type);
     span.setAttribute(POSTBOX_ATTR.aggregateVersion, event.aggregate_version);
+    // A saga's commands and its participants' replies carry its id and step: one search finds the whole flow
+    // (each is also the child of the process span of the reply or command that caused it).
+    const saga = event.extensions?.sagaid;
+    if (saga) {
+      span.setAttribute(POSTBOX_ATTR.sagaId, saga);
+      if (event.extensions?.sagastep) span.setAttribute(POSTBOX_ATTR.sagaStep, event.extensions.sagastep);
+      if (event.extensions?.sagadirection)
+        span.setAttribute(POSTBOX_ATTR.sagaDirection, event.extensions.sagadirection);
+    }
   }
   span.end();
   return toTraceFields(span.spanContext());

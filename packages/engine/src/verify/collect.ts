@@ -12,6 +12,7 @@ import {
   retryFacts,
   versionFacts,
 } from '../queries/verify-state.ts';
+import { sagaFacts } from '../queries/verify-sagas.ts';
 import { readEffects, type EffectSource } from './effect-source.ts';
 import type { ConsumerFacts, Observation, RecordFact } from './observation.ts';
 
@@ -74,7 +75,7 @@ export async function collect(
         effects: c.effects ? await readEffects(tx, c.effects, c.name) : null,
       });
     }
-    return { at, outbox, partitions, records, consumers: facts };
+    return { at, outbox, partitions, records, consumers: facts, sagas: await sagaFacts(tx) };
   });
 }
 

@@ -18,6 +18,35 @@ export interface Observation {
   /** Every record read, in offset order per partition. */
   records: RecordFact[];
   consumers: ConsumerFacts[];
+  /** The sagas (instances, history, commands sent); absent: sagas not checked. */
+  sagas?: SagaFacts;
+}
+
+/** What the saga invariants (invariants/sagas.ts) look at: rows of saga_instance, saga_history and the outbox. */
+export interface SagaFacts {
+  instances: Array<{
+    sagaId: string;
+    type: string;
+    status:
+      | 'running'
+      | 'resolving'
+      | 'compensating'
+      | 'completed'
+      | 'compensated'
+      | 'needs_attention'
+      | 'closed_manually';
+    version: number;
+    steps: string[];
+    /** Commands sent to each step, by the saga's own count. */
+    sends: number[];
+    /** When the command out counts as unanswered (epoch ms): the saga's live timer. */
+    dueAt: number | null;
+    attentionReason: string | null;
+  }>;
+  /** Every transition, in the order written. */
+  history: Array<{ sagaId: string; version: number; to: string; at: number }>;
+  /** Every command the orchestrator wrote to the outbox, in the order written; createdAt is its transaction's time. */
+  commands: Array<{ sagaId: string; step: string; direction: string; attempt: number; createdAt: number }>;
 }
 
 export type OutboxStatus = 'pending' | 'publishing' | 'published' | 'failed';

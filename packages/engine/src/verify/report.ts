@@ -14,6 +14,21 @@ export interface VerifyReport {
   options: CheckOptions;
   log: LogReport;
   consumers: ConsumerReport[];
+  /** null: the observation had no saga facts. */
+  sagas: SagaReport | null;
+}
+
+/** The sagas, by status, and the tallies behind their invariants (invariants/sagas.ts). */
+export interface SagaReport {
+  sagas: number;
+  byStatus: Record<string, number>;
+  stuck: Tally;
+  /** Neither ended nor frozen for an operator (a violation of a final check only). */
+  unsettled: Tally;
+  historyBroken: Tally;
+  commandsTwice: Tally;
+  compensationOrder: Tally;
+  afterAttention: Tally;
 }
 
 export interface LogReport {
@@ -116,6 +131,16 @@ export function formatReport(report: VerifyReport): string {
       `     lost ${n(c.lost)}, applied twice ${c.appliedTwice ? n(c.appliedTwice) : 'not checked'}, out of order ${n(c.outOfOrder)}, ` +
         `duplicates absorbed ${c.duplicatesAbsorbed}, conflicts ${c.conflicts} (unreported ${n(c.conflictsUnreported)}), ` +
         `overdue retries ${n(c.stuck.overdueRetries)}, stuck gaps ${n(c.stuck.parkedGaps)}`,
+    );
+  }
+  const sg = report.sagas;
+  if (sg && sg.sagas > 0) {
+    const statuses = Object.entries(sg.byStatus)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
+    lines.push(
+      `sagas: ${sg.sagas} (${statuses}); stuck ${n(sg.stuck)}, history broken ${n(sg.historyBroken)}, ` +
+        `sent forward twice ${n(sg.commandsTwice)}, compensated out of order ${n(sg.compensationOrder)}, sent while frozen ${n(sg.afterAttention)}`,
     );
   }
   lines.push(

@@ -26,7 +26,16 @@ export type ConsumerInvariant =
   | 'applied-twice'
   | 'out-of-order';
 
-export type Invariant = LogInvariant | ConsumerInvariant;
+/** Invariants of the sagas (invariants/sagas.ts); their violations name no consumer. */
+export type SagaInvariant =
+  | 'saga-stuck'
+  | 'saga-unsettled'
+  | 'saga-history'
+  | 'saga-command-twice'
+  | 'saga-compensation-order'
+  | 'saga-command-after-attention';
+
+export type Invariant = LogInvariant | ConsumerInvariant | SagaInvariant;
 
 /** A count and the first few ids (or descriptions) behind it. */
 export interface Tally {
@@ -59,7 +68,8 @@ export function add(t: Tally, id: string): void {
   if (t.sample.length < SAMPLE) t.sample.push(id);
 }
 
-const scope = (consumer: string | null) => (consumer === null ? 'log' : `consumer ${consumer}`);
+const scope = (consumer: string | null, invariant?: Invariant) =>
+  consumer !== null ? `consumer ${consumer}` : invariant?.startsWith('saga-') ? 'sagas' : 'log';
 
 /** The violation of a tally that counted something (none when it counted nothing, or null: not checked). */
 export function breached(invariant: Invariant, consumer: string | null, t: Tally | null, what: string): Violation[] {
@@ -72,7 +82,7 @@ export function breached(invariant: Invariant, consumer: string | null, t: Tally
       count: t.count,
       sample: t.sample,
       final: false,
-      message: `${scope(consumer)}: ${what}: ${t.count} (${shown})`,
+      message: `${scope(consumer, invariant)}: ${what}: ${t.count} (${shown})`,
     },
   ];
 }
@@ -93,7 +103,7 @@ export function unsettled(
       count: t.count,
       sample: t.sample,
       final: true,
-      message: `${scope(consumer)}: ${t.count} ${what} (final check)`,
+      message: `${scope(consumer, invariant)}: ${t.count} ${what} (final check)`,
     },
   ];
 }
