@@ -10,6 +10,9 @@ import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
+import { fulfilmentTopicSpecs } from '../demo/saga/fulfilment-saga.ts';
+import { type FulfilmentDemo, startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
+import { sagaCounts, type SagaCounts } from '../demo/saga/sql/saga-counts.ts';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
@@ -18,13 +21,20 @@ import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox start — the whole system on this machine: local stack (what is missing), migrations, relay,
-a demo order service producing traffic, its projection consumer, and the GraphQL control plane
-(POSTBOX_API_PORT, default 4000). Prints progress every 5 s; Ctrl-C stops it cleanly.
+a demo order service producing traffic, its projection consumer, an order-fulfilment saga (reserve stock →
+charge payment → ship) with three participant services (inventory, payments, shipping) and its timer runner,
+and the GraphQL control plane (POSTBOX_API_PORT, default 4000). Prints progress every 5 s; Ctrl-C stops it
+cleanly.
 
 The parts start as one unit: if one cannot start (a port in use, a service down), those already started stop
 again and the command exits 1 with one line saying what failed.
 
-Environment: as for postbox relay, plus POSTBOX_DEMO_RATE (events/s, default 50; 0 = no demo traffic).
+Environment: as for postbox relay, plus
+  POSTBOX_DEMO_RATE              demo events/s, default 50; 0 = no demo traffic (and no sagas)
+  POSTBOX_DEMO_SAGA_RATE         fulfilment sagas/s among the placed orders, default 2; 0 = no sagas
+  POSTBOX_DEMO_REFUSED_PAYMENTS  share of payments declined (the saga compensates), default 0.1
+  POSTBOX_DEMO_LOST_REPLIES      share of step replies lost (the saga asks: resolving), default 0.05
+  POSTBOX_DEMO_SAGA_PREFIX       prefix of the saga's topics and consumer groups, default demo
 Options:
   -h, --help   this text`;
 
@@ -42,8 +52,10 @@ export async function startCommand(argv: string[]): Promise<number> {
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });
   const topic = config.topics[0]!.topic;
-  // Started in this order and stopped in reverse: control plane, demo, relay (finishing its batches), consumer
-  // (committing offsets), then the demo's pool.
+  const sagas = config.demoRate > 0 && config.demoSagaRate > 0;
+  const sagaTopics = sagas ? fulfilmentTopicSpecs(config.demoSaga.prefix) : [];
+  // Started in this order and stopped in reverse: control plane, demo, relay (finishing its batches), the saga's
+  // timer runner and consumers, the projection consumer (committing offsets), then the demo's pool.
   return runRoles(signal, log, async (roles) => {
     const sql = await roles.start(
       'database',
@@ -56,7 +68,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     };
     await roles.start('migrations', migrations, async () => {});
     const topics = async () => {
-      if (!(await awaitTopics({ kafka: config.kafka, topics: config.topics, log, signal })))
+      if (!(await awaitTopics({ kafka: config.kafka, topics: [...config.topics, ...sagaTopics], log, signal })))
         throw new StartInterrupted('topics');
     };
     await roles.start('topics', topics, async () => {});
@@ -65,6 +77,9 @@ export async function startCommand(argv: string[]): Promise<number> {
       () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log)),
       (c: Consumer) => c.stop(),
     );
+    const fulfilment: FulfilmentDemo | null = sagas
+      ? await startFulfilmentRoles(roles, sql, config.demoSaga, consumerRuntime(config, log), log)
+      : null;
     const relay = await roles.start(
       'relay',
       () => startRelayOrAbort(config, log, signal),
@@ -74,7 +89,14 @@ export async function startCommand(argv: string[]): Promise<number> {
     const demo = await roles.start(
       'demo order service',
       async () =>
-        config.demoRate > 0 ? startOrderService(sql, waker, { topic, ratePerSecond: config.demoRate, log }) : null,
+        config.demoRate > 0
+          ? startOrderService(sql, waker, {
+              topic,
+              ratePerSecond: config.demoRate,
+              log,
+              ...(fulfilment ? { sagas: { ratePerSecond: config.demoSagaRate, start: fulfilment.start } } : {}),
+            })
+          : null,
       async (d: DemoOrderService | null) => {
         await d?.stop();
         await waker.flush();
@@ -84,14 +106,21 @@ export async function startCommand(argv: string[]): Promise<number> {
     console.log(
       `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
     );
+    if (fulfilment) {
+      const s = config.demoSaga;
+      console.log(
+        `demo sagas: ${fulfilment.definition.type} at ${config.demoSagaRate}/s (payments declined ${share(s.refusedPayments)}, replies lost ${share(s.lostReplies)}) → consumers ${fulfilment.consumers.map((c) => c.definition.name).join(', ')}`,
+      );
+    }
     console.log('Ctrl-C to stop.');
     const progress = () => {
-      void outboxBacklog(sql).then(
-        (b) => {
+      const counts = fulfilment ? sagaCounts(sql, fulfilment.definition.type) : Promise.resolve(null);
+      void Promise.all([outboxBacklog(sql), counts]).then(
+        ([b, sagaCount]) => {
           const age = b.oldestPendingAgeMs === null ? '-' : `${(b.oldestPendingAgeMs / 1000).toFixed(1)}s`;
           const c = consumer.stats();
           console.log(
-            `[${new Date().toISOString().slice(11, 19)}] committed ${demo?.committed() ?? 0}  published ${b.published}  pending ${b.pending + b.publishing}  failed ${b.failed}  oldest pending ${age}  |  consumed ${c.applied + c.drained}  duplicates absorbed ${c.duplicates}  parked ${c.parked}  consumer failed ${c.failed}  lag ${c.lag.length === 0 ? '-' : c.totalLag}`,
+            `[${new Date().toISOString().slice(11, 19)}] committed ${demo?.committed() ?? 0}  published ${b.published}  pending ${b.pending + b.publishing}  failed ${b.failed}  oldest pending ${age}  |  consumed ${c.applied + c.drained}  duplicates absorbed ${c.duplicates}  parked ${c.parked}  consumer failed ${c.failed}  lag ${c.lag.length === 0 ? '-' : c.totalLag}${sagaLine(sagaCount)}`,
           );
         },
         (cause: unknown) => console.log(`progress: database unavailable (${(cause as Error).message})`),
@@ -103,7 +132,7 @@ export async function startCommand(argv: string[]): Promise<number> {
       async (timer) => {
         clearInterval(timer);
         console.log(
-          'stopping: control plane, demo, then relay (finishing in-flight batches), then consumer (committing offsets)…',
+          'stopping: control plane, demo, then relay (finishing in-flight batches), then the saga timers and consumers (committing offsets)…',
         );
       },
     );
@@ -112,4 +141,15 @@ export async function startCommand(argv: string[]): Promise<number> {
     console.log('stopped cleanly; the stack keeps running (npm run stack -- down to stop it)');
     return code;
   });
+}
+
+/** The progress line's saga part: every status an operator watches, and closed ones once there are any. */
+function sagaLine(c: SagaCounts | null): string {
+  if (!c) return '';
+  const closed = c.closed_manually > 0 ? `  closed ${c.closed_manually}` : '';
+  return `  |  sagas running ${c.running}  resolving ${c.resolving}  compensating ${c.compensating}  completed ${c.completed}  compensated ${c.compensated}  needs attention ${c.needs_attention}${closed}`;
+}
+
+function share(value: number): string {
+  return `${Math.round(value * 1000) / 10} %`;
 }

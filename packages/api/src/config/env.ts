@@ -16,6 +16,10 @@ export interface PostboxConfig {
   relayThreads: number;
   logLevel: string;
   demoRate: number;
+  /** Order-fulfilment sagas a second the demo starts among its placed orders (0 = none). */
+  demoSagaRate: number;
+  /** The demo saga's topic prefix and its simulated troubles (demo/saga/settings.ts). */
+  demoSaga: { prefix: string; refusedPayments: number; lostReplies: number };
   /** How often each consumer checks its retry ledger against the scheduler's jobs. */
   retryReconcileMs: number;
   /**
@@ -58,6 +62,12 @@ export function readConfig(
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
+    demoSagaRate: optionalRate(env, 'POSTBOX_DEMO_SAGA_RATE') ?? 2,
+    demoSaga: {
+      prefix: optionalPrefix(env, 'POSTBOX_DEMO_SAGA_PREFIX') ?? 'demo',
+      refusedPayments: optionalShare(env, 'POSTBOX_DEMO_REFUSED_PAYMENTS') ?? 0.1,
+      lostReplies: optionalShare(env, 'POSTBOX_DEMO_LOST_REPLIES') ?? 0.05,
+    },
     retryReconcileMs: optionalInt(env, 'POSTBOX_RETRY_RECONCILE_MS', 1000) ?? 60_000,
     kafkaSessionTimeoutMs: optionalInt(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 1000),
     kafkaHeartbeatMs: optionalInt(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 100),
@@ -105,6 +115,32 @@ function optionalInt(env: NodeJS.ProcessEnv, name: string, min = 1): number | un
   if (!Number.isInteger(value) || value < min)
     throw new ConfigError(`${name} must be an integer ≥ ${min}, got "${raw}"`);
   return value;
+}
+
+function optionalRate(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0)
+    throw new ConfigError(`${name} must be a number per second ≥ 0 (0 = off), e.g. 2 or 0.5, got "${raw}"`);
+  return value;
+}
+
+function optionalShare(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0 || value > 1)
+    throw new ConfigError(`${name} must be a share between 0 and 1 (e.g. 0.1 for 10 %), got "${raw}"`);
+  return value;
+}
+
+function optionalPrefix(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^[A-Za-z0-9._-]{1,200}$/.test(raw))
+    throw new ConfigError(`${name} must be a Kafka topic name prefix (1–200 letters, digits, . _ -), got "${raw}"`);
+  return raw;
 }
 
 function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[K], undefined> } {

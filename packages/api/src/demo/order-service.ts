@@ -6,6 +6,7 @@ import {
   transaction,
   type Logger,
   type Sql,
+  type Tx,
   type Waker,
 } from '@postbox/engine';
 import { backoffDelayMs, FailureStreak } from '@postbox/engine/runtime';
@@ -13,7 +14,8 @@ import { backoffDelayMs, FailureStreak } from '@postbox/engine/runtime';
 /**
  * The demo business: orders placed, paid, shipped and delivered, each change and its event committed in one
  * transaction. Versions come from the business row, guarded by a conditional UPDATE (a lost race is a
- * BusinessConflictError, never a second event for the same version).
+ * BusinessConflictError, never a second event for the same version). Some placed orders start a fulfilment saga
+ * instead (demo/saga/): in the same transaction, and their progress is the saga's, not this random walk's.
  */
 const NEXT: Record<string, { state: string; event: string } | undefined> = {
   placed: { state: 'paid', event: 'OrderPaid' },
@@ -31,6 +33,15 @@ export interface OrderServiceOptions {
   ratePerSecond: number;
   /** Failure streaks are logged here (once when they start, now and then while they last, once when they end). */
   log?: Logger;
+  /** Sagas started for placed orders. @defaultValue none */
+  sagas?: OrderSagas;
+}
+
+export interface OrderSagas {
+  /** Placed orders a second that start a saga (at most ratePerSecond of the service: they are among its events). */
+  ratePerSecond: number;
+  /** Starts the saga in the transaction that places the order: both commit, or neither. */
+  start: (tx: Tx, order: { orderId: string; amountCents: number }) => Promise<unknown>;
 }
 
 export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceOptions): DemoOrderService {
@@ -39,8 +50,10 @@ export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceO
   let running = Promise.resolve();
   const perTick = options.ratePerSecond / 10;
   let carry = 0;
+  const sagasPerTick = (options.sagas?.ratePerSecond ?? 0) / 10;
+  let sagaCarry = 0;
 
-  const placeOrder = async () => {
+  const placeOrder = async (withSaga: boolean) => {
     const id = `order-${newEventId().slice(-12)}`;
     const amount = 100 + Math.floor(Math.random() * 10_000);
     await transaction(sql, waker, async (tx) => {
@@ -55,8 +68,9 @@ export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceO
         },
         { topic: options.topic, producer: 'demo-orders' },
       );
+      if (withSaga) await options.sagas!.start(tx, { orderId: id, amountCents: amount });
     });
-    open.push({ id, state: 'placed', version: 1 });
+    if (!withSaga) open.push({ id, state: 'placed', version: 1 });
   };
 
   const advance = async (index: number) => {
@@ -87,9 +101,13 @@ export function startOrderService(sql: Sql, waker: Waker, options: OrderServiceO
     carry += perTick;
     const count = Math.floor(carry);
     carry -= count;
+    // Bounded, so a saga rate above the event rate does not pile up a debt of sagas.
+    sagaCarry = Math.min(sagaCarry + sagasPerTick, 10);
     for (let i = 0; i < count; i++) {
-      if (open.length < 50 || Math.random() < 0.3) await placeOrder();
+      const withSaga = sagaCarry >= 1;
+      if (withSaga || open.length < 50 || Math.random() < 0.3) await placeOrder(withSaga);
       else await advance(Math.floor(Math.random() * open.length));
+      if (withSaga) sagaCarry--;
       committed++;
     }
   };

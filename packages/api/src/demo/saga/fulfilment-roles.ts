@@ -1,0 +1,57 @@
+import type { Logger, Sql, Tx } from '@postbox/engine';
+import type { Consumer } from '@postbox/engine/runtime';
+import { type SagaDefinition, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
+import { type ConsumerRuntimeOptions, startConsumer } from '@postbox/workers';
+import type { RoleSet } from '../../cli/role-set.ts';
+import { fulfilmentConsumers } from './consumers.ts';
+import { type FulfilmentData, fulfilmentSaga } from './fulfilment-saga.ts';
+import type { FulfilmentSettings } from './settings.ts';
+
+export interface FulfilmentDemo {
+  definition: SagaDefinition<FulfilmentData>;
+  consumers: Consumer[];
+  /** Starts an order's saga in the transaction that places it (the order id is its business key). */
+  start(tx: Tx, order: FulfilmentData): Promise<unknown>;
+}
+
+/**
+ * The demo saga's roles in a command: the three participant consumers and the reply consumer, then the timer
+ * runner on `sql`. The RoleSet stops them in reverse — the timer runner first, the consumers after it — and all
+ * before the pool they were given. The consumers run inline: a few events a second do not pay for four more
+ * worker pools on a small machine.
+ */
+export async function startFulfilmentRoles(
+  roles: RoleSet,
+  sql: Sql,
+  settings: FulfilmentSettings,
+  runtime: ConsumerRuntimeOptions,
+  log: Logger,
+): Promise<FulfilmentDemo> {
+  const definition = fulfilmentSaga(settings.prefix);
+  // Starts sagas and fires their timers; the reply consumer runs its own, built from the same definition.
+  const orchestrator = new SagaOrchestrator([definition]);
+  const consumers: Consumer[] = [];
+  for (const consumer of fulfilmentConsumers(settings)) {
+    consumers.push(
+      await roles.start(
+        `consumer ${consumer.name}`,
+        () => startConsumer(consumer, { ...runtime, inline: true }),
+        (c: Consumer) => c.stop(),
+      ),
+    );
+  }
+  await roles.start(
+    'saga timer runner',
+    async () => {
+      const timers = new SagaTimerRunner(sql, orchestrator, { log });
+      timers.start();
+      return timers;
+    },
+    (timers) => timers.stop(),
+  );
+  return {
+    definition,
+    consumers,
+    start: (tx, order) => orchestrator.start(tx, definition, { businessKey: order.orderId, data: order }),
+  };
+}
