@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import {
   getIntrospectionQuery,
   getNamedType,
+  isEnumType,
   isInputObjectType,
   isNonNullType,
   isListType,
@@ -25,6 +26,12 @@ const REQUIRED: Record<string, Role> = {
   retryNow: 'operator',
   republish: 'operator',
   skipEvent: 'admin',
+  retrySagaStep: 'operator',
+  resolveSagaStep: 'operator',
+  compensateSaga: 'operator',
+  markStepCompensated: 'operator',
+  resumeSaga: 'operator',
+  closeSaga: 'admin',
 };
 const HOLDS: Record<Role | 'anonymous', Role[]> = {
   anonymous: [],
@@ -58,6 +65,7 @@ function literal(type: GraphQLInputType, name: string): string {
   const t = isNonNullType(type) ? type.ofType : type;
   if (isListType(t)) return `[${literal(t.ofType, name)}]`;
   if (isInputObjectType(t)) return '{}';
+  if (isEnumType(t)) return t.getValues()[0]!.name;
   switch (getNamedType(t).name) {
     case 'ID':
       return '"01900000-0000-7000-8000-000000000000"';

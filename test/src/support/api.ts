@@ -9,6 +9,7 @@ import {
   type ControlPlane,
   type Scope,
 } from '@postbox/api';
+import type { SagaOrchestrator } from '@postbox/engine/saga';
 import { stack } from './stack.ts';
 
 export type Role = 'viewer' | 'operator' | 'admin' | 'payload';
@@ -39,7 +40,14 @@ const ROLE_SCOPES: Record<Role, Scope[]> = {
 /** The control plane on a random port over a test's database, with one token per role; a real HTTP client. */
 export async function startTestApi(
   databaseUrl: string,
-  options: { production?: boolean; topics?: string; redisUrl?: string; kafkaBrokers?: string } = {},
+  options: {
+    production?: boolean;
+    topics?: string;
+    redisUrl?: string;
+    kafkaBrokers?: string;
+    /** The saga definitions operator actions are built from (none: sagas are read, not acted on). */
+    sagas?: SagaOrchestrator;
+  } = {},
 ): Promise<TestApi> {
   const tokens = Object.fromEntries(
     (Object.keys(ROLE_SCOPES) as Role[]).map((r) => [r, `${r}-${randomBytes(16).toString('hex')}`]),
@@ -61,6 +69,7 @@ export async function startTestApi(
       },
       { POSTBOX_TOPICS: options.topics ?? 'api.unused:1' },
     ),
+    options.sagas ? { sagas: options.sagas } : {},
   );
   let plane: ControlPlane;
   try {

@@ -23,12 +23,16 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
     summary: 'failures: list | show | blocked | replay (audited, --dry-run)',
     load: async () => (await import('../cli/failures-command.ts')).failuresCommand,
   },
+  sagas: {
+    summary: 'sagas: list | show | retry | resolve | compensate | mark-compensated | resume | close (audited)',
+    load: async () => (await import('../cli/sagas-command.ts')).sagasCommand,
+  },
   gaps: {
     summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions',
     load: async () => (await import('../cli/gaps-command.ts')).gapsCommand,
   },
   api: {
-    summary: 'the GraphQL control plane (backlog, events, failures, replay, audit)',
+    summary: 'the GraphQL control plane (backlog, events, failures, replay, sagas, audit)',
     load: async () => (await import('../cli/api-command.ts')).apiCommand,
   },
   consume: {

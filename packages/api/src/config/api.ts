@@ -21,12 +21,18 @@ export interface ApiConfig {
   devToken: string | null;
   /** @defaultValue 65536 */
   maxBodyBytes: number;
+  /**
+   * Modules whose saga definitions the control plane loads (POSTBOX_SAGA_MODULES): the operator actions build
+   * their commands from them. Without any, sagas can be read but not acted on. @defaultValue []
+   */
+  sagaModules?: string[];
 }
 
 /**
  * POSTBOX_API_PORT (default 4000), POSTBOX_API_HOST (default 127.0.0.1), POSTBOX_ENV or NODE_ENV = production,
  * POSTBOX_API_TOKENS = "actor:scope+scope:token,…" (scopes: viewer, operator, admin, payload; admin implies all,
- * operator implies viewer). Without tokens, development generates one operator token per run.
+ * operator implies viewer), POSTBOX_SAGA_MODULES = "module,…" (saga definitions, see parseSagaModules). Without
+ * tokens, development generates one operator token per run.
  */
 export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const production = (env.POSTBOX_ENV ?? env.NODE_ENV) === 'production';
@@ -45,7 +51,16 @@ export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     tokens,
     devToken,
     maxBodyBytes: 65_536,
+    sagaModules: parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''),
   };
+}
+
+/** "./sagas/order.ts,@acme/sagas": module paths (relative to the working directory) or package specifiers. */
+export function parseSagaModules(value: string): string[] {
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export function apiToken(actor: string, scopes: Scope[], token: string): ApiToken {

@@ -1,6 +1,7 @@
 import type { Sql } from '@postbox/engine';
 import type { BacklogMonitor, Probe } from '@postbox/engine/control';
 import type { RetryScheduler } from '@postbox/engine/runtime';
+import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { Caller } from './auth.ts';
 
 /** What resolvers may use: engine functions over these, nothing else. */
@@ -10,6 +11,11 @@ export interface ApiDeps {
   /** The retry scheduler of a consumer (one queue each); null without Redis. */
   schedulerFor: (consumer: string) => RetryScheduler | null;
   probes: Record<string, Probe>;
+  /**
+   * The saga definitions operator actions are built from (POSTBOX_SAGA_MODULES, or the orchestrator of the
+   * process hosting the control plane). Without it sagas are read, never acted on.
+   */
+  sagas?: SagaOrchestrator;
 }
 
 export interface ApiContext {

@@ -3,6 +3,7 @@ import { BacklogMonitor } from '@postbox/engine/control';
 import { KafkaOffsets } from '@postbox/engine/kafka';
 import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
 import type { RetryScheduler } from '@postbox/engine/runtime';
+import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { PostboxConfig } from '../config/env.ts';
 import type { ApiDeps } from './context.ts';
 
@@ -14,8 +15,9 @@ export interface ApiResources {
 /**
  * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets, a Redis connection for
  * readiness and one retry scheduler per consumer, made when first needed. `close` ends all of them.
+ * `sagas`: the definitions saga actions are built from (see ApiDeps.sagas).
  */
-export function createApiResources(config: PostboxConfig): ApiResources {
+export function createApiResources(config: PostboxConfig, options: { sagas?: SagaOrchestrator } = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
   const offsets = new KafkaOffsets(config.kafka);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
@@ -35,6 +37,7 @@ export function createApiResources(config: PostboxConfig): ApiResources {
       kafka: () => offsets.ping(),
       ...(redis ? { redis: () => redis.ping() } : {}),
     },
+    ...(options.sagas ? { sagas: options.sagas } : {}),
   };
   return {
     deps,

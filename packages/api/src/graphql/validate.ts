@@ -23,8 +23,8 @@ export function requiredText(path: string, value: string, max = 500): string {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export function uuid(path: string, value: string): string {
-  if (!UUID.test(value)) throw invalid(path, 'must be a UUID (an event id)');
+export function uuid(path: string, value: string, what = 'an event id'): string {
+  if (!UUID.test(value)) throw invalid(path, `must be a UUID (${what})`);
   return value.toLowerCase();
 }
 

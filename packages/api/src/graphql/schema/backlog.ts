@@ -1,6 +1,8 @@
 import type { BacklogReport, ConsumerBacklog, PartitionBacklog, TopicBacklog } from '@postbox/engine/control';
+import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
 import { builder } from '../builder.ts';
 import { invalid } from '../validate.ts';
+import { SagaStatusEnum } from './saga.ts';
 
 const TopicBacklogRef = builder.objectRef<TopicBacklog>('TopicBacklog').implement({
   fields: (t) => ({
@@ -62,11 +64,51 @@ const ConsumerBacklogRef = builder.objectRef<ConsumerBacklog>('ConsumerBacklog')
   }),
 });
 
+const StuckSagaRef = builder.objectRef<NonNullable<SagaCounts['oldestStuck']>>('StuckSaga').implement({
+  fields: (t) => ({
+    sagaId: t.exposeID('sagaId'),
+    type: t.exposeString('type'),
+    status: t.field({ type: SagaStatusEnum, resolve: (s) => s.status }),
+    since: t.field({ type: 'DateTime', description: 'Its last transition', resolve: (s) => s.since }),
+  }),
+});
+
+const SagaBacklogRef = builder.objectRef<SagaCounts>('SagaBacklog').implement({
+  description: 'Sagas by status, and the ones that have waited longest',
+  fields: (t) => ({
+    running: t.int({ resolve: (c) => c.byStatus.running }),
+    resolving: t.int({ resolve: (c) => c.byStatus.resolving }),
+    compensating: t.int({ resolve: (c) => c.byStatus.compensating }),
+    completed: t.int({ resolve: (c) => c.byStatus.completed }),
+    compensated: t.int({ resolve: (c) => c.byStatus.compensated }),
+    needsAttention: t.int({ resolve: (c) => c.byStatus.needs_attention }),
+    closedManually: t.int({ resolve: (c) => c.byStatus.closed_manually }),
+    oldestStuck: t.field({
+      type: StuckSagaRef,
+      nullable: true,
+      description:
+        'The unfinished saga (running, resolving, compensating, needs attention) with the oldest last transition',
+      resolve: (c) => c.oldestStuck,
+    }),
+    oldestRunningSince: t.field({
+      type: 'DateTime',
+      nullable: true,
+      description: 'When the oldest saga still running (not frozen, not ended) started',
+      resolve: (c) => c.oldestRunningSince,
+    }),
+  }),
+});
+
 export const BacklogRef = builder.objectRef<BacklogReport>('Backlog').implement({
   fields: (t) => ({
     at: t.field({ type: 'DateTime', resolve: (b) => b.at }),
     outbox: t.field({ type: OutboxBacklogRef, resolve: (b) => b.outbox }),
     consumers: t.field({ type: [ConsumerBacklogRef], resolve: (b) => b.consumers }),
+    sagas: t.field({
+      type: SagaBacklogRef,
+      description: 'Sagas by status and the oldest stuck (read when asked for)',
+      resolve: (_b, _args, ctx) => sagaCounts(ctx.deps.sql),
+    }),
     brokerError: t.exposeString('brokerError', {
       nullable: true,
       description: 'Why lag and rates are missing (broker unreachable)',

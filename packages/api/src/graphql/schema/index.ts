@@ -8,7 +8,9 @@ import './event.ts';
 import './failure.ts';
 import './audit.ts';
 import './health.ts';
+import './saga.ts';
 import './mutations.ts';
+import './saga-mutations.ts';
 
 export const schema: GraphQLSchema = builder.toSchema();
 

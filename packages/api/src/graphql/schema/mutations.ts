@@ -20,7 +20,7 @@ import { FailureFilterInput, failureFilter } from './failure.ts';
  * An operator action: the engine writes the audit record of a success in its own transaction; an expected
  * refusal (not found, wrong state) is audited here, then returned as a typed error.
  */
-async function audited<T>(
+export async function audited<T>(
   ctx: ApiContext,
   action: string,
   target: string,
