@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every scenario the suite runs; `all` runs them in this order (latency needs e2e's maximum first). */
-export const SCENARIOS = ['relay', 'consumer', 'e2e', 'drain', 'latency', 'scale', 'backlog'] as const;
+export const SCENARIOS = ['relay', 'consumer', 'e2e', 'drain', 'latency', 'scale', 'backlog', 'saga'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** The run's parameters, resolved once; every field is written into the JSON result. */
@@ -46,6 +46,8 @@ scenarios:
   consumer  pre-filled topic consumed into the inbox: one transaction per event vs shared transactions
   scale     1, 2, 3 relay processes; 1, 2, 3 consumer processes (real \`postbox relay\` / \`postbox consume\`)
   backlog   a 10M (quick: 1M) backlog: resident memory of every role over time, claim rate at start and end
+  saga      three-step sagas (participants and the reply consumer on real Kafka) per second beside the e2e
+            events/s of the same run (6 events per saga), then start → completed p50/p99 at half that rate
   all       every scenario above, baselines and peers once
 options:
   --events N        events per scenario (default 100000; quick 20000; e2e, drain, scale: a quarter when quick)

@@ -14,6 +14,7 @@ import { drainScenario } from './scenarios/drain.ts';
 import { e2eScenario } from './scenarios/e2e.ts';
 import { latencyScenario } from './scenarios/latency.ts';
 import { relayScenario } from './scenarios/relay.ts';
+import { sagaScenario } from './scenarios/saga.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 
 /** Baselines and peers, in the order they run (each measured alone, before any scenario). */
@@ -37,6 +38,7 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
   latency: latencyScenario,
   scale: scaleScenario,
   backlog: backlogScenario,
+  saga: sagaScenario,
 };
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
@@ -48,6 +50,7 @@ const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: Scenar
   latency: { baselines: ['producer'], scenarios: ['e2e'] },
   scale: { baselines: [], scenarios: [] },
   backlog: { baselines: [], scenarios: [] },
+  saga: { baselines: ['producer'], scenarios: ['e2e'] },
 };
 
 export interface PlannedStep {

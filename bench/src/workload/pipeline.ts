@@ -39,15 +39,18 @@ export async function startRelay(
   };
 }
 
-/** An in-process consumer with a piscina pool, as consume-command.ts builds it (no durable retries: none fail). */
+/**
+ * An in-process consumer with a piscina pool, as consume-command.ts builds it (no durable retries: none fail); the
+ * demo projection unless another handler module is given.
+ */
 export async function startConsumer(
   db: BenchDatabase,
-  o: { name: string; topic: string; threads: number; limits?: Partial<ConsumerLimits> },
+  o: { name: string; topic: string; threads: number; limits?: Partial<ConsumerLimits>; handler?: URL },
 ): Promise<Consumer> {
   const definition = defineConsumer({
     name: o.name,
     topics: [o.topic],
-    handler: new URL('./projection-handler.ts', import.meta.url),
+    handler: o.handler ?? new URL('./projection-handler.ts', import.meta.url),
     limits: { threads: o.threads, ...o.limits },
   });
   const consumer = new Consumer({

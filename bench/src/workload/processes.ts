@@ -19,7 +19,8 @@ const live = new Set<RoleProcess>();
 
 export function spawnRelay(o: {
   databaseUrl: string;
-  topic: string;
+  /** The topic (or topics) the relay waits for at start. */
+  topic: string | string[];
   partitions: number;
   threads: number;
   batch: number;
@@ -27,7 +28,10 @@ export function spawnRelay(o: {
 }): RoleProcess {
   return spawnRole(o.label, ['relay', '--threads', String(o.threads)], {
     DATABASE_URL: o.databaseUrl,
-    POSTBOX_TOPICS: `${o.topic}:${o.partitions}`,
+    POSTBOX_TOPICS: [o.topic]
+      .flat()
+      .map((t) => `${t}:${o.partitions}`)
+      .join(','),
     POSTBOX_RELAY_BATCH_SIZE: String(o.batch),
   });
 }

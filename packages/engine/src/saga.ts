@@ -37,3 +37,4 @@ export {
   type SagaListRow,
 } from './queries/saga-list.ts';
 export { sagaHistory, type SagaHistoryRow } from './queries/saga-history.ts';
+export { recordIgnoredReply, type IgnoredReply } from './queries/saga-reply-ignored.ts';

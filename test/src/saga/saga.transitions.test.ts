@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { Envelope, Sql } from '@postbox/engine';
+import { ConfigError, type Envelope, type Sql } from '@postbox/engine';
 import {
   defineSaga,
   participant,
+  type SagaInput,
   REPLY,
   SagaOrchestrator,
   SagaTimerRunner,
@@ -24,7 +25,7 @@ interface Order {
   reservation?: string;
 }
 
-const order = defineSaga<Order>({
+const orderInput: SagaInput<Order> = {
   type: 'order-fulfilment',
   version: 1,
   steps: [
@@ -54,7 +55,8 @@ const order = defineSaga<Order>({
       pivot: true,
     },
   ],
-});
+};
+const order = defineSaga<Order>(orderInput);
 const sagas = new SagaOrchestrator([order]);
 const onReply = sagaReplyHandler(sagas);
 
@@ -319,4 +321,36 @@ test('the timer runner fires what is due from the rows: an unanswered command is
   await runner.fireDue(Date.now() + 3_600_000);
   assert.deepEqual(await readSaga(db.sql, sagaId), saga, 'a finished saga has no timers');
   assert.deepEqual(effects, []);
+});
+
+test('versioning: a definition that changed shape without a new version, or a process missing a version unfinished sagas need, refuses to start', async () => {
+  await sagas.register(db.sql); // the first run under v1 stores its shape
+  const [known] = await db.sql<{ steps: string[] }[]>`
+    SELECT steps FROM saga_definition WHERE saga_type = 'order-fulfilment' AND version = 1`;
+  assert.deepEqual(known!.steps, ['reserve', 'charge', 'ship']);
+
+  const reshaped = defineSaga<Order>({ ...orderInput, steps: orderInput.steps.slice(0, 2) });
+  await assert.rejects(
+    new SagaOrchestrator([reshaped]).register(db.sql),
+    (e: Error) =>
+      e instanceof ConfigError &&
+      /order-fulfilment v1 changed shape since it was first run \(steps then: reserve → charge → ship; now: reserve → charge\)/.test(
+        e.message,
+      ),
+  );
+
+  const v2 = defineSaga<Order>({ ...orderInput, version: 2 });
+  const { sagaId } = await db.sql.begin((tx) =>
+    sagas.start(tx, order, { businessKey: 'o-versioned', data: { orderId: 'o-versioned', amount: 10 } }),
+  );
+  await assert.rejects(
+    new SagaOrchestrator([v2]).register(db.sql),
+    (e: Error) =>
+      e instanceof ConfigError &&
+      /need definitions this process does not load \(\d+ of order-fulfilment v1\)/.test(e.message),
+  );
+  await new SagaOrchestrator([order, v2]).register(db.sql); // both loaded: v1's sagas finish, new ones start on v2
+  const [rows] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM saga_definition`;
+  assert.equal(rows!.n, 2);
+  assert.equal((await readSaga(db.sql, sagaId))!.definitionVersion, 1, 'an instance keeps the version it started with');
 });

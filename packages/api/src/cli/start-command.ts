@@ -12,7 +12,7 @@ import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
 import { fulfilmentTopicSpecs } from '../demo/saga/fulfilment-saga.ts';
 import { type FulfilmentDemo, startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
-import { sagaCounts, type SagaCounts } from '../demo/saga/sql/saga-counts.ts';
+import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
@@ -102,7 +102,7 @@ export async function startCommand(argv: string[]): Promise<number> {
         await waker.flush();
       },
     );
-    await startControlPlaneRoles(roles, config, apiConfig);
+    await startControlPlaneRoles(roles, config, apiConfig, fulfilment ? { sagas: fulfilment.orchestrator } : {});
     console.log(
       `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
     );
@@ -114,7 +114,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     }
     console.log('Ctrl-C to stop.');
     const progress = () => {
-      const counts = fulfilment ? sagaCounts(sql, fulfilment.definition.type) : Promise.resolve(null);
+      const counts = fulfilment ? sagaCounts(sql) : Promise.resolve(null);
       void Promise.all([outboxBacklog(sql), counts]).then(
         ([b, sagaCount]) => {
           const age = b.oldestPendingAgeMs === null ? '-' : `${(b.oldestPendingAgeMs / 1000).toFixed(1)}s`;
@@ -144,8 +144,9 @@ export async function startCommand(argv: string[]): Promise<number> {
 }
 
 /** The progress line's saga part: every status an operator watches, and closed ones once there are any. */
-function sagaLine(c: SagaCounts | null): string {
-  if (!c) return '';
+function sagaLine(counts: SagaCounts | null): string {
+  if (!counts) return '';
+  const c = counts.byStatus;
   const closed = c.closed_manually > 0 ? `  closed ${c.closed_manually}` : '';
   return `  |  sagas running ${c.running}  resolving ${c.resolving}  compensating ${c.compensating}  completed ${c.completed}  compensated ${c.compensated}  needs attention ${c.needs_attention}${closed}`;
 }

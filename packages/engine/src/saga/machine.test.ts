@@ -122,7 +122,7 @@ test('machine: a timeout asks (query) instead of guessing; applied continues as 
     step: 'charge',
     direction: 'forward',
     attempt: 1,
-    type: 'charge.done',
+    type: 'charge.unexpected',
     data: null,
   });
   run.reply(REPLY.applied, { id: 'c1' });
@@ -412,11 +412,12 @@ test('machine: stale events (other step, direction, attempt, unexpected type, ol
     assertStale(run, event, run.state.dueAt! + 1);
   }
 
-  // An old attempt's answer, once the query was sent again.
+  // An old attempt's "could not tell", once the query was sent again (an old "applied" is a fact: late-facts test).
   run.timeout();
   run.timeout();
   assert.equal(run.state.attempt, 2);
-  assertStale(run, at({ direction: 'query', attempt: 1, type: REPLY.applied }));
+  assertStale(run, at({ direction: 'query', attempt: 1, type: REPLY.unknown }));
+  assertStale(run, at({ direction: 'query', attempt: 3, type: REPLY.applied }));
   assertStale(run, { kind: 'timeout', version: run.state.version - 1 }, run.state.dueAt!);
 
   run.reply(REPLY.applied);
@@ -430,4 +431,47 @@ test('machine: stale events (other step, direction, attempt, unexpected type, ol
   ] satisfies SagaEvent[]) {
     assertStale(run, event, run.now + 86_400_000);
   }
+});
+
+test('machine: late facts about the step being asked about or undone settle it; a slow participant does not exhaust the questions', () => {
+  // The step's own reply, late, while the saga asks: it says what happened, with the step's result.
+  const late = new Run(threeSteps);
+  late.reply('reserve.done', { id: 'r1' });
+  late.timeout();
+  assert.equal(late.state.status, 'resolving');
+  late.reply('charge.done', { id: 'c1' }, { direction: 'forward', attempt: 1 });
+  assert.equal(late.state.status, 'running');
+  assert.deepEqual(late.state.data.log, ['reserve:r1', 'charge:c1']);
+  assert.equal(late.history.at(-1)!.cause, 'late forward #1: charge.done');
+
+  // A refusal arriving late is a refusal: compensate what went before.
+  const refused = new Run(threeSteps);
+  refused.reply('reserve.done');
+  refused.timeout();
+  refused.reply('charge.refused', null, { direction: 'forward', attempt: 1 });
+  assert.equal(refused.state.status, 'compensating');
+  assert.deepEqual(refused.state.steps, ['succeeded', 'failed', 'pending']);
+
+  // The answer to the first question, after the second was sent.
+  const asked = new Run(threeSteps);
+  asked.reply('reserve.done');
+  asked.timeout();
+  asked.timeout();
+  assert.equal(asked.state.attempt, 2);
+  asked.reply(REPLY.notApplied, null, { attempt: 1 });
+  assert.equal(asked.state.status, 'compensating', 'not applied (and fenced): a refusal');
+
+  // An earlier compensation's success, after it was sent again.
+  const undo = new Run(threeSteps);
+  undo.reply('reserve.done');
+  undo.reply('charge.refused');
+  undo.timeout();
+  assert.equal(undo.state.attempt, 2);
+  undo.reply(REPLY.compensated, null, { attempt: 1 });
+  assert.equal(undo.state.status, 'compensated');
+  assert.equal(
+    undo.reply(REPLY.compensated, null, { attempt: 2 }).verdict,
+    'stale',
+    'the second answer changes nothing',
+  );
 });

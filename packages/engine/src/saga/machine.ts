@@ -14,7 +14,8 @@ import {
 /**
  * The saga state machine, pure: a state and an event in, the next state, at most one command to send and the
  * history lines out. The orchestrator (orchestrator.ts) runs it inside one transaction per event. Rules:
- * a reply counts only for the command out now (same step, direction and attempt), anything else is stale; a
+ * a reply counts for the command out now (same step, direction and attempt), or as a late fact about that step
+ * (lateFact), anything else is stale; a
  * command unanswered is never taken for failed — the saga asks (query) before it acts; compensation undoes the
  * succeeded steps one at a time, last first, each with its own attempts; after the pivot nothing is compensated.
  * The building blocks below are exported for the operators' actions (operator-actions.ts), which move a saga by
@@ -64,8 +65,9 @@ export function nextState<D>(
     return onUnanswered(definition, state, now, 'timed out');
   }
   const step = definition.steps[state.step]!;
-  if (event.step !== step.name || event.direction !== state.direction || event.attempt !== state.attempt) {
-    return stale(state);
+  if (event.step !== step.name) return stale(state);
+  if (event.direction !== state.direction || event.attempt !== state.attempt) {
+    return lateFact(definition, state, event, now);
   }
   if (event.type === REPLY.unknown) return onUnanswered(definition, state, now, 'participant could not tell');
   if (state.direction === 'forward') {
@@ -84,6 +86,41 @@ export function nextState<D>(
     }
   }
   return stale(state); // a reply type this command does not expect: recorded by the caller, never applied
+}
+
+/**
+ * A reply to an earlier command of the step out now: stale, unless it states a fact that cannot change — the
+ * participant fences what it did not apply, so "applied", "refused", "not applied" and "compensated" stay true.
+ * While the saga asks about a step, the step's own late reply or the answer to an earlier question settles it;
+ * while it compensates, an earlier attempt's "compensated" does. (Ignoring them once made a slow participant's
+ * sagas ask until their attempts ran out, each question adding to the queue that delayed the answers.)
+ */
+function lateFact<D>(
+  definition: SagaDefinition<D>,
+  state: SagaState<D>,
+  event: Extract<SagaEvent, { kind: 'reply' }>,
+  now: number,
+): Transition<D> {
+  const step = definition.steps[state.step]!;
+  const late = `late ${event.direction} #${event.attempt}`;
+  if (state.direction === 'query' && event.direction === 'forward' && event.attempt === 1) {
+    if (step.success.includes(event.type)) return succeed(definition, state, event.data, now, `${late}: ${event.type}`);
+    if (step.failure.includes(event.type)) return refuse(definition, state, 'failed', now, `${late}: ${event.type}`);
+  }
+  if (state.direction === 'query' && event.direction === 'query' && event.attempt < state.attempt) {
+    if (event.type === REPLY.applied) return succeed(definition, state, event.data, now, `${late}: applied`);
+    if (event.type === REPLY.notApplied) return refuse(definition, state, 'not_applied', now, `${late}: not applied`);
+  }
+  if (
+    state.direction === 'compensate' &&
+    event.direction === 'compensate' &&
+    event.attempt < state.attempt &&
+    event.type === REPLY.compensated
+  ) {
+    const next = advance(state, { steps: withStep(state.steps, state.step, 'compensated') });
+    return compensateFrom(definition, next, state.step - 1, now, `${late}: compensated ${step.name}`, state);
+  }
+  return stale(state);
 }
 
 /** A step applied: fold its result in, then the next step, or completed. */

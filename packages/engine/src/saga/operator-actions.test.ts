@@ -39,7 +39,7 @@ test('operator: a refused compensation marked compensated by hand goes on undoin
   assert.equal(run.state.status, 'compensated');
 });
 
-test('operator: retry re-sends the refused compensation as a new attempt; a reply to the old attempt is stale', () => {
+test('operator: retry re-sends the refused compensation as a new attempt; the old attempt’s refusal is stale', () => {
   const run = refusedCompensation();
   const version = run.state.version;
   assert.equal(run.act({ kind: 'retry' }), null);
@@ -47,7 +47,7 @@ test('operator: retry re-sends the refused compensation as a new attempt; a repl
   assert.equal(run.state.version, version + 1);
   assert.deepEqual(run.commands().slice(-1), ['charge/compensate#2 charge.undo']);
   assert.equal(run.state.dueAt, run.now + threeSteps.steps[1]!.timeoutMs);
-  assert.equal(run.reply(REPLY.compensated, null, { attempt: 1 }).verdict, 'stale');
+  assert.equal(run.reply(REPLY.compensationRefused, null, { attempt: 1 }).verdict, 'stale');
   run.reply(REPLY.compensated);
   run.reply(REPLY.compensated);
   assert.equal(run.state.status, 'compensated');

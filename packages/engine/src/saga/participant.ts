@@ -3,6 +3,7 @@ import type { Envelope } from '../envelope/envelope.ts';
 import { PermanentError } from '../errors.ts';
 import type { Handler } from '../consumer/handler.ts';
 import { enqueue } from '../outbox/enqueue.ts';
+import { failpoint } from '../testing/failpoint.ts';
 import { lockParticipation, recordParticipation, type Participation } from '../queries/saga-participation.ts';
 import { SAGA_EXTENSIONS } from './orchestrator.ts';
 import { type Direction, REPLY } from './state.ts';
@@ -84,6 +85,7 @@ async function decide(
     if (known?.status === 'applied' && known.result) return known.result;
     if (known) return known.result && known.status === 'fenced' ? known.result : { type: REPLY.notApplied };
     const outcome = await input.apply(event, tx);
+    failpoint('saga.participant.after-apply');
     const reply = { type: outcome.type, data: outcome.data ?? {} };
     await record(outcome.applied ? 'applied' : 'fenced', reply);
     return reply;

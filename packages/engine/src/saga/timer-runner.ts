@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { dueSagas } from '../queries/saga-instance.ts';
 import { FailureStreak } from '../telemetry/failure-streak.ts';
+import { failpoint } from '../testing/failpoint.ts';
 import { observeSagas } from '../telemetry/metrics.ts';
 import { type Logger, silentLogger } from '../telemetry/logger.ts';
 import type { SagaOrchestrator } from './orchestrator.ts';
@@ -54,7 +55,10 @@ export class SagaTimerRunner {
     let moved = 0;
     for (const { sagaId, version } of await dueSagas(this.#sql, new Date(now), this.#batch)) {
       const outcome = await this.#sql.begin((tx) => this.#orchestrator.onTimer(tx, sagaId, version, now));
-      if (outcome === 'applied') moved++;
+      if (outcome === 'applied') {
+        moved++;
+        failpoint('saga.timer.after-fire');
+      }
     }
     return moved;
   }

@@ -11,14 +11,20 @@
  * - `consumer.after-commit-before-offset`: the consumer's transactions committed, the offsets not yet committed;
  * - `retry.after-ledger-before-enqueue`: a retry ledger row committed, its BullMQ job not yet enqueued;
  * - `replay.mid-batch`: a replay scheduled some failures (ledger row + audit committed, job not yet enqueued)
- *   and not the rest.
+ *   and not the rest;
+ * - `saga.participant.after-apply`: a saga participant applied a step's effect, its record and reply not yet
+ *   written (the transaction dies with the process: the command is delivered again);
+ * - `saga.timer.after-fire`: a saga's timer transition committed (the question or the compensation is in the
+ *   outbox), the runner's next due saga not yet handled.
  */
 export type FailpointName =
   | 'outbox.after-commit'
   | 'relay.after-publish-before-mark'
   | 'consumer.after-commit-before-offset'
   | 'retry.after-ledger-before-enqueue'
-  | 'replay.mid-batch';
+  | 'replay.mid-batch'
+  | 'saga.participant.after-apply'
+  | 'saga.timer.after-fire';
 
 export const FAILPOINTS: readonly FailpointName[] = [
   'outbox.after-commit',
@@ -26,6 +32,8 @@ export const FAILPOINTS: readonly FailpointName[] = [
   'consumer.after-commit-before-offset',
   'retry.after-ledger-before-enqueue',
   'replay.mid-batch',
+  'saga.participant.after-apply',
+  'saga.timer.after-fire',
 ];
 
 /** `name` or `name@n` → the name and the pass (1-based) that fires; throws on a malformed value. */

@@ -9,6 +9,8 @@ import type { FulfilmentSettings } from './settings.ts';
 
 export interface FulfilmentDemo {
   definition: SagaDefinition<FulfilmentData>;
+  /** Runs the demo's sagas; the control plane acts on them with it (operator mutations). */
+  orchestrator: SagaOrchestrator;
   consumers: Consumer[];
   /** Starts an order's saga in the transaction that places it (the order id is its business key). */
   start(tx: Tx, order: FulfilmentData): Promise<unknown>;
@@ -30,6 +32,12 @@ export async function startFulfilmentRoles(
   const definition = fulfilmentSaga(settings.prefix);
   // Starts sagas and fires their timers; the reply consumer runs its own, built from the same definition.
   const orchestrator = new SagaOrchestrator([definition]);
+  // Refuses to run a definition that changed shape without a new version, or one unfinished sagas do not match.
+  await roles.start(
+    'saga definitions',
+    () => orchestrator.register(sql),
+    async () => {},
+  );
   const consumers: Consumer[] = [];
   for (const consumer of fulfilmentConsumers(settings)) {
     consumers.push(
@@ -51,6 +59,7 @@ export async function startFulfilmentRoles(
   );
   return {
     definition,
+    orchestrator,
     consumers,
     start: (tx, order) => orchestrator.start(tx, definition, { businessKey: order.orderId, data: order }),
   };

@@ -1,7 +1,6 @@
 import type { Handler } from '@postbox/engine';
-import { SAGA_EXTENSIONS } from '@postbox/engine/saga';
+import { recordIgnoredReply, SAGA_EXTENSIONS } from '@postbox/engine/saga';
 import { inShare } from './share.ts';
-import { recordLostReply } from './sql/reply-lost.ts';
 
 export const LOST_REPLY_REASON = 'demo: reply lost (POSTBOX_DEMO_LOST_REPLIES)';
 
@@ -20,7 +19,8 @@ export function losingReplies(handler: Handler, share: number): Handler {
     const direction = x[SAGA_EXTENSIONS.direction];
     const attempt = Number(x[SAGA_EXTENSIONS.attempt]);
     if (sagaId && step && direction === 'forward' && attempt === 1 && inShare(`lost:${sagaId}:${step}`, share)) {
-      await recordLostReply(tx, {
+      // Recorded where Postbox records every reply that changed nothing, so an operator sees why the saga asked.
+      await recordIgnoredReply(tx, {
         eventId: event.event_id,
         sagaId,
         replyType: event.event_type,
