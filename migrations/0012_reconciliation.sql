@@ -48,3 +48,6 @@ CREATE TABLE reconciliation_finding (
 CREATE INDEX reconciliation_finding_live_idx ON reconciliation_finding (check_name, finding_id)
     WHERE status IN ('open', 'manual');
 CREATE INDEX reconciliation_finding_status_idx ON reconciliation_finding (status, last_seen_at);
+
+-- saga-step-mismatch asks a participant's record by the step's key alone (any participant of this database).
+CREATE INDEX saga_participation_step_idx ON saga_participation (step_key);

@@ -1,5 +1,6 @@
 import type { Tx } from '../../db/connect.ts';
 import { ConfigError } from '../../errors.ts';
+import { consumersOnTopic } from '../../queries/reconcile-consumer.ts';
 import type { CheckContext, RepairContext, RepairOutcome } from '../check.ts';
 import type { ReconcileSource, SourceVersion } from '../source.ts';
 
@@ -43,8 +44,5 @@ export async function transact(ctx: RepairContext, fn: (tx: Tx) => Promise<Repai
 
 /** The consumers that must apply a source's events: its own list, else those registered on its topic. */
 export async function consumersOf(ctx: CheckContext, source: ReconcileSource): Promise<string[]> {
-  if (source.consumers) return [...source.consumers];
-  const rows = await ctx.sql<{ consumer_name: string }[]>`
-    SELECT consumer_name FROM consumer_registry WHERE ${source.topic} = ANY (topics) ORDER BY consumer_name`;
-  return rows.map((r) => r.consumer_name);
+  return source.consumers ? [...source.consumers] : consumersOnTopic(ctx.sql, source.topic);
 }
