@@ -23,3 +23,15 @@ export async function count(sql: Sql, query: string, params: unknown[] = []): Pr
   const [row] = await sql.unsafe<{ n: number }[]>(`SELECT count(*)::int AS n FROM (${query}) q`, params as never[]);
   return row!.n;
 }
+
+/** An order paid through the normal path: version 2 and its OrderPaid event in one transaction. */
+export async function payOrder(sql: Sql, topic: string, orderId: string): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`UPDATE demo_order SET state = 'paid', version = 2, updated_at = now() WHERE order_id = ${orderId} AND version = 1`;
+    await enqueue(
+      tx,
+      { event_type: 'OrderPaid', aggregate_id: orderId, aggregate_version: 2, data: { orderId, state: 'paid' } },
+      { topic, producer: 'demo-orders' },
+    );
+  });
+}
