@@ -47,7 +47,11 @@ async function moveGroupToEnd(groupId: string): Promise<void> {
     // Explicit positions: the group's committed offset becomes each partition's end (a logical "latest" would
     // read as no offset, and fromBeginning would deliver everything).
     const ends = await admin.fetchTopicOffsets(topic);
-    await admin.setOffsets({ groupId, topic, partitions: ends.map((p) => ({ partition: p.partition, offset: p.high })) });
+    await admin.setOffsets({
+      groupId,
+      topic,
+      partitions: ends.map((p) => ({ partition: p.partition, offset: p.high })),
+    });
   } finally {
     await admin.disconnect();
   }
