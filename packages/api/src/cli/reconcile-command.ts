@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import { connect, createWaker, type Sql } from '@postbox/engine';
-import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
+import { BullmqRetryScheduler, ReconcileSchedule } from '@postbox/engine/bullmq';
 import {
   CHECK_NAMES,
   type CheckName,
@@ -18,6 +18,7 @@ import { stackEnv } from '@postbox/stack';
 import { parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
+import { shutdownSignal, untilAborted } from './signals.ts';
 
 const HELP = `postbox reconcile — check the pipeline against the business source of truth, repair what does not hold
 
@@ -27,6 +28,9 @@ const HELP = `postbox reconcile — check the pipeline against the business sour
       would do, nothing changed) unless --execute. Executed repairs start at most --rate a second (default 5),
       the first --canary (default 5) stop the pass on any failure, and past them the pass stops when more than
       --max-error-ratio (default 0.2) failed. Every repaired item is audited with its before and after.
+  postbox reconcile schedule [--check NAME ...] [--every MS]
+      runs the checks on a schedule (a BullMQ job scheduler per check in REDIS_URL, default every 300000 ms) until
+      SIGTERM; any number of processes may run it, one run of a check at a time. Scheduled runs find, never repair.
   postbox reconcile checks [--json]                       the checks, their grace periods, whether they can run
   postbox reconcile findings [--check NAME] [--status S] [--limit N] [--after ID] [--json]
   postbox reconcile ignore ID --reason TEXT                close a finding as accepted (audited)
@@ -61,6 +65,7 @@ export async function reconcileCommand(argv: string[]): Promise<number> {
         limit: { type: 'string' },
         after: { type: 'string' },
         status: { type: 'string' },
+        every: { type: 'string' },
         reason: { type: 'string' },
         actor: { type: 'string' },
         json: { type: 'boolean' },
@@ -83,6 +88,7 @@ export async function reconcileCommand(argv: string[]): Promise<number> {
     const reconciler = await buildReconciler(sql, env.REDIS_URL, schedulers);
     if (verb === undefined || verb === 'run') return await reconcile(reconciler, values);
     if (verb === 'checks') return checks(reconciler, values);
+    if (verb === 'schedule') return await schedule(reconciler, env.REDIS_URL, values);
     if (verb === 'ignore') return await ignore(reconciler, rest[0], values);
     throw new UsageError(`unknown verb "${verb}"`);
   } catch (error) {
@@ -181,6 +187,27 @@ function print(check: CheckRunReport, repair: RepairReport | null): void {
     ? `dry run ${repair.runId}: would repair ${r.would_repair}, stale ${r.stale}, manual ${r.manual}, failed ${r.failed}; nothing changed (--execute to repair)`
     : `repair ${repair.runId}: repaired ${r.repaired}, stale ${r.stale}, manual ${r.manual}, failed ${r.failed}${repair.stoppedBecause ? `; stopped: ${repair.stoppedBecause}` : ''}${repair.error ? `; ${repair.error}` : ''}`;
   console.log(`  ${what}`);
+}
+
+async function schedule(reconciler: Reconciler, redisUrl: string, v: Values): Promise<number> {
+  const signal = shutdownSignal();
+  const names = checkNames(v.check);
+  const every = int(v.every, 300_000, 'every', 1000);
+  const s = new ReconcileSchedule({
+    redisUrl,
+    reconciler,
+    checks: names,
+    everyMs: every,
+    onRun: (r) =>
+      console.log(
+        `${new Date().toISOString()} ${r.check} run ${r.runId}: ${r.status}, found ${r.counts.found} (new ${r.counts.opened}), closed ${r.counts.closed}${r.error ? ` (${r.error})` : ''}`,
+      ),
+  });
+  await s.start();
+  console.log(`reconciliation scheduled: ${names.join(', ')} every ${every} ms (Ctrl-C stops)`);
+  await untilAborted(signal);
+  await s.close();
+  return 0;
 }
 
 function checks(reconciler: Reconciler, v: Values): number {
