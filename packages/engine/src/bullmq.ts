@@ -1,3 +1,5 @@
-// @postbox/engine/bullmq, for the roles that run durable retries: the BullMQ alarm clock and its Redis probe.
+// @postbox/engine/bullmq, for the roles that run durable retries and scheduled reconciliation: the BullMQ alarm
+// clock, its Redis probe, and the reconciliation schedule.
 export { BullmqRetryScheduler, type BullmqRetrySchedulerOptions } from './adapters/bullmq/retry-scheduler.ts';
 export { redisProbe, type RedisProbe } from './adapters/bullmq/redis-probe.ts';
+export { ReconcileSchedule, type ReconcileScheduleOptions } from './adapters/bullmq/reconcile-schedule.ts';

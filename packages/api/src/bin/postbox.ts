@@ -27,6 +27,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
     summary: 'sagas: list | show | retry | resolve | compensate | mark-compensated | resume | close (audited)',
     load: async () => (await import('../cli/sagas-command.ts')).sagasCommand,
   },
+  reconcile: {
+    summary: 'check invariants against the business source of truth; repair findings (dry run, --execute)',
+    load: async () => (await import('../cli/reconcile-command.ts')).reconcileCommand,
+  },
   gaps: {
     summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions',
     load: async () => (await import('../cli/gaps-command.ts')).gapsCommand,

@@ -1,0 +1,343 @@
+import { userInfo } from 'node:os';
+import { parseArgs } from 'node:util';
+import { connect, createWaker, type Sql } from '@postbox/engine';
+import { BullmqRetryScheduler, ReconcileSchedule } from '@postbox/engine/bullmq';
+import {
+  CHECK_NAMES,
+  type CheckName,
+  type CheckRunReport,
+  isCheckName,
+  listFindings,
+  Reconciler,
+  type RepairProgress,
+  type RepairReport,
+  type StoredFinding,
+} from '@postbox/engine/reconcile';
+import type { RetryScheduler } from '@postbox/engine/runtime';
+import { stackEnv } from '@postbox/stack';
+import { parseSagaModules } from '../config/api.ts';
+import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
+import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
+import { shutdownSignal, untilAborted } from './signals.ts';
+
+const HELP = `postbox reconcile — check the pipeline against the business source of truth, repair what does not hold
+
+  postbox reconcile [--check NAME ...] [--execute [--rate N] [--canary N] [--max-error-ratio R]] [--limit N]
+                    [--reason TEXT] [--actor NAME] [--json]
+      runs each check (all by default), then a repair pass over its open findings: a dry run (what each repair
+      would do, nothing changed) unless --execute. Executed repairs start at most --rate a second (default 5),
+      the first --canary (default 5) stop the pass on any failure, and past them the pass stops when more than
+      --max-error-ratio (default 0.2) failed. Every repaired item is audited with its before and after.
+  postbox reconcile schedule [--check NAME ...] [--every MS]
+      runs the checks on a schedule (a BullMQ job scheduler per check in REDIS_URL, default every 300000 ms) until
+      SIGTERM; any number of processes may run it, one run of a check at a time. Scheduled runs find, never repair.
+  postbox reconcile checks [--json]                       the checks, their grace periods, whether they can run
+  postbox reconcile findings [--check NAME] [--status S] [--limit N] [--after ID] [--json]
+  postbox reconcile ignore ID --reason TEXT                close a finding as accepted (audited)
+
+checks: ${CHECK_NAMES.join(', ')}
+statuses: open, manual, repaired, resolved, ignored
+Sources of truth come from POSTBOX_RECONCILE_MODULES (modules exporting \`sources\` of defineReconcileSource
+results, optionally \`participants\`); saga repairs need the definitions in POSTBOX_SAGA_MODULES; retry jobs are
+looked up in REDIS_URL. Grace periods: POSTBOX_RECONCILE_GRACE_MS="check=ms,…".
+Actor: --actor, else POSTBOX_ACTOR, else the OS user.
+Exit codes: 0 nothing left open, 1 findings remain (or a run failed or stopped), 2 usage error.`;
+
+/** A mistake in the command line: exit 2 with the message. */
+class UsageError extends Error {}
+
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+export async function reconcileCommand(argv: string[]): Promise<number> {
+  let values: Values;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        help: { type: 'boolean', short: 'h' },
+        check: { type: 'string', multiple: true },
+        execute: { type: 'boolean' },
+        rate: { type: 'string' },
+        canary: { type: 'string' },
+        'max-error-ratio': { type: 'string' },
+        limit: { type: 'string' },
+        after: { type: 'string' },
+        status: { type: 'string' },
+        every: { type: 'string' },
+        reason: { type: 'string' },
+        actor: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+    }));
+  } catch (error) {
+    console.error(`postbox reconcile: ${(error as Error).message} (postbox reconcile --help)`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const [verb, ...rest] = positionals;
+  const env = stackEnv();
+  const sql = connect({ url: env.DATABASE_URL, max: 4, applicationName: 'postbox-reconcile' });
+  const schedulers = new Map<string, RetryScheduler>();
+  try {
+    if (verb === 'findings') return await findings(sql, values);
+    const reconciler = await buildReconciler(sql, env.REDIS_URL, schedulers);
+    if (verb === undefined || verb === 'run') return await reconcile(reconciler, values);
+    if (verb === 'checks') return checks(reconciler, values);
+    if (verb === 'schedule') return await schedule(reconciler, env.REDIS_URL, values);
+    if (verb === 'ignore') return await ignore(reconciler, rest[0], values);
+    throw new UsageError(`unknown verb "${verb}"`);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`postbox reconcile: ${error.message} (postbox reconcile --help)`);
+      return 2;
+    }
+    throw error;
+  } finally {
+    await Promise.all([...schedulers.values()].map((s) => s.close()));
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** The reconciler of this process: registrations from the environment, sagas checked like any process moving them. */
+export async function buildReconciler(
+  sql: Sql,
+  redisUrl: string,
+  schedulers: Map<string, RetryScheduler>,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Reconciler> {
+  const { sources, participants } = await loadReconcileModules(
+    parseReconcileModules(env.POSTBOX_RECONCILE_MODULES ?? ''),
+  );
+  const sagas = await loadSagaOrchestrator(parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''));
+  if (sagas) await registerSagaDefinitions(sql, sagas);
+  return new Reconciler({
+    sql,
+    sources,
+    participants,
+    ...(sagas ? { sagas } : {}),
+    schedulerFor: (consumer) => {
+      let s = schedulers.get(consumer);
+      if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl, consumer })));
+      return s;
+    },
+    waker: createWaker(sql),
+    options: { graceMs: parseGrace(env.POSTBOX_RECONCILE_GRACE_MS ?? '') },
+  });
+}
+
+async function reconcile(reconciler: Reconciler, v: Values): Promise<number> {
+  const names = checkNames(v.check);
+  const execute = v.execute === true;
+  if (!execute && (v.rate !== undefined || v.canary !== undefined))
+    throw new UsageError('--rate and --canary go with --execute (a dry run changes nothing)');
+  const actor = typeof v.actor === 'string' ? v.actor : actorOf();
+  const reason = typeof v.reason === 'string' && v.reason.trim() ? v.reason : 'postbox reconcile';
+  const json = v.json === true;
+  const out: Array<{ check: CheckRunReport; repair: RepairReport | null }> = [];
+  let exit = 0;
+  for (const name of names) {
+    const check = await reconciler.run(name, { actor });
+    let repair: RepairReport | null = null;
+    if (check.status === 'finished' && check.counts.found > 0) {
+      const bar = json ? null : progressBar(name, execute);
+      repair = await reconciler.repair(name, {
+        actor,
+        reason,
+        dryRun: !execute,
+        ratePerSecond: number(v.rate, 5, 'rate'),
+        stop: {
+          canary: int(v.canary, 5, 'canary', 0),
+          maxErrorRatio: number(v['max-error-ratio'], 0.2, 'max-error-ratio'),
+        },
+        limit: int(v.limit, 1000, 'limit', 1),
+        ...(bar ? { onProgress: bar.update } : {}),
+      });
+      bar?.end();
+    }
+    const left = check.counts.found - (repair?.counts.repaired ?? 0) - (repair?.counts.stale ?? 0);
+    if (check.status !== 'finished' && check.status !== 'skipped') exit = 1;
+    if (left > 0 || (repair && repair.status !== 'finished')) exit = 1;
+    out.push({ check, repair });
+    if (!json) print(check, repair);
+  }
+  if (json) console.log(JSON.stringify(out, null, 2));
+  return exit;
+}
+
+function print(check: CheckRunReport, repair: RepairReport | null): void {
+  const c = check.counts;
+  const head = `${check.check.padEnd(19)} run ${check.runId}: ${check.status}`;
+  if (check.status !== 'finished') {
+    console.log(`${head}${check.error ? ` (${check.error})` : ''}`);
+    return;
+  }
+  console.log(
+    `${head}, scanned ${c.scanned}, found ${c.found} (new ${c.opened}, reopened ${c.reopened}), closed ${c.closed}`,
+  );
+  if (!repair) return;
+  for (const i of repair.items)
+    console.log(`  #${i.findingId} ${i.key} [${i.kind}] ${i.outcome}${i.action ? `: ${i.action}` : ''} — ${i.detail}`);
+  const r = repair.counts;
+  const what = repair.dryRun
+    ? `dry run ${repair.runId}: would repair ${r.would_repair}, stale ${r.stale}, manual ${r.manual}, failed ${r.failed}; nothing changed (--execute to repair)`
+    : `repair ${repair.runId}: repaired ${r.repaired}, stale ${r.stale}, manual ${r.manual}, failed ${r.failed}${repair.stoppedBecause ? `; stopped: ${repair.stoppedBecause}` : ''}${repair.error ? `; ${repair.error}` : ''}`;
+  console.log(`  ${what}`);
+}
+
+async function schedule(reconciler: Reconciler, redisUrl: string, v: Values): Promise<number> {
+  const signal = shutdownSignal();
+  const names = checkNames(v.check);
+  const every = int(v.every, 300_000, 'every', 1000);
+  const s = new ReconcileSchedule({
+    redisUrl,
+    reconciler,
+    checks: names,
+    everyMs: every,
+    onRun: (r) =>
+      console.log(
+        `${new Date().toISOString()} ${r.check} run ${r.runId}: ${r.status}, found ${r.counts.found} (new ${r.counts.opened}), closed ${r.counts.closed}${r.error ? ` (${r.error})` : ''}`,
+      ),
+  });
+  await s.start();
+  console.log(`reconciliation scheduled: ${names.join(', ')} every ${every} ms (Ctrl-C stops)`);
+  await untilAborted(signal);
+  await s.close();
+  return 0;
+}
+
+function checks(reconciler: Reconciler, v: Values): number {
+  const rows = reconciler.checks();
+  if (v.json) console.log(JSON.stringify(rows, null, 2));
+  else
+    for (const c of rows)
+      console.log(
+        `${c.name.padEnd(19)} grace ${String(c.graceMs).padStart(8)} ms  ${c.description}${c.unavailable ? `  [cannot run: ${c.unavailable}]` : ''}`,
+      );
+  return 0;
+}
+
+async function findings(sql: Sql, v: Values): Promise<number> {
+  const status = typeof v.status === 'string' ? v.status : undefined;
+  if (status && !['open', 'manual', 'repaired', 'resolved', 'ignored'].includes(status))
+    throw new UsageError(`--status must be open, manual, repaired, resolved or ignored, got "${status}"`);
+  const [check] = checkNames(v.check, true);
+  const rows = await listFindings(
+    sql,
+    { ...(check ? { check } : {}), ...(status ? { status: status as StoredFinding['status'] } : {}) },
+    int(v.limit, 50, 'limit', 1, 500),
+    typeof v.after === 'string' ? int(v.after, 0, 'after', 1) : null,
+  );
+  if (v.json) console.log(JSON.stringify(rows, null, 2));
+  else {
+    for (const f of rows)
+      console.log(
+        `#${f.id} ${f.check} ${f.key} [${f.kind}] ${f.status}  expected ${JSON.stringify(f.expected)}  observed ${JSON.stringify(f.observed)}`,
+      );
+    if (rows.length > 0) console.log(`${rows.length} finding(s); next page: --after ${rows.at(-1)!.id}`);
+  }
+  return 0;
+}
+
+async function ignore(reconciler: Reconciler, id: string | undefined, v: Values): Promise<number> {
+  if (!id) throw new UsageError('name the finding: postbox reconcile ignore ID --reason TEXT');
+  if (typeof v.reason !== 'string' || !v.reason.trim())
+    throw new UsageError('--reason is required (it goes to the audit log)');
+  const f = await reconciler.ignore(int(id, 0, 'ID', 1), {
+    actor: typeof v.actor === 'string' ? v.actor : actorOf(),
+    reason: v.reason,
+  });
+  console.log(`finding #${f.id} (${f.check} ${f.key}) ignored; audited`);
+  return 0;
+}
+
+/**
+ * A progress bar on stderr while a repair pass runs (a terminal: redrawn in place; otherwise a line every tenth).
+ */
+function progressBar(check: string, execute: boolean): { update: (p: RepairProgress) => void; end: () => void } {
+  const tty = process.stderr.isTTY === true;
+  let lastDecile = -1;
+  let drawn = false;
+  const line = (p: RepairProgress) => {
+    const width = 24;
+    const filled = p.total > 0 ? Math.round((p.done / p.total) * width) : width;
+    const c = p.counts;
+    const done = execute ? `repaired ${c.repaired}` : `would repair ${c.would_repair}`;
+    return `${check} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${p.done}/${p.total} ${done} stale ${c.stale} manual ${c.manual} failed ${c.failed}`;
+  };
+  return {
+    update(p) {
+      if (tty) {
+        process.stderr.write(`\r${line(p)}`);
+        drawn = true;
+        return;
+      }
+      const decile = p.total > 0 ? Math.floor((p.done * 10) / p.total) : 10;
+      if (decile !== lastDecile) {
+        lastDecile = decile;
+        process.stderr.write(`${line(p)}\n`);
+      }
+    },
+    end() {
+      if (drawn) process.stderr.write('\n');
+    },
+  };
+}
+
+function checkNames(value: Values[string], optional = false): CheckName[] {
+  const list = Array.isArray(value) ? value : typeof value === 'string' ? [value] : [];
+  if (list.length === 0) return optional ? [] : [...CHECK_NAMES];
+  for (const name of list)
+    if (!isCheckName(name)) throw new UsageError(`--check must be one of ${CHECK_NAMES.join(', ')}, got "${name}"`);
+  return list as CheckName[];
+}
+
+/** "outbox-missing=30000,consumer-behind=60000" → grace periods per check. */
+export function parseGrace(value: string): Partial<Record<CheckName, number>> {
+  const out: Partial<Record<CheckName, number>> = {};
+  for (const entry of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const [name, ms] = entry.split('=');
+    const n = Number(ms);
+    if (!name || !isCheckName(name) || !Number.isInteger(n) || n < 0)
+      throw new UsageError(`POSTBOX_RECONCILE_GRACE_MS entry "${entry}" must be check=ms (${CHECK_NAMES.join(', ')})`);
+    out[name] = n;
+  }
+  return out;
+}
+
+function int(
+  value: Values[string],
+  fallback: number,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${String(value)}"`);
+  return n;
+}
+
+function number(value: Values[string], fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a number > 0, got "${String(value)}"`);
+  return n;
+}
+
+function actorOf(): string {
+  if (process.env.POSTBOX_ACTOR) return process.env.POSTBOX_ACTOR;
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? 'operator';
+  }
+}

@@ -1,0 +1,51 @@
+import type { Queryable } from '../db/connect.ts';
+
+/** An outbox row as reconciliation sees it: where it stands, and since when. */
+export interface OutboxFact {
+  aggregate_id: string;
+  aggregate_version: number;
+  event_id: string;
+  status: 'pending' | 'publishing' | 'published' | 'failed';
+  topic: string;
+  created_at: Date;
+  published_at: Date | null;
+  last_error: string | null;
+}
+
+/**
+ * The outbox rows of the given (aggregate, version) pairs — one page of a source of truth. Uses the unique
+ * (aggregate_id, aggregate_version) index. Parameters: aggregate ids and versions (same length). Returns: the rows
+ * that exist (a pair without a row is missing). Locks: none.
+ */
+export async function outboxRowsAt(
+  sql: Queryable,
+  pairs: ReadonlyArray<{ aggregateId: string; version: number }>,
+): Promise<OutboxFact[]> {
+  if (pairs.length === 0) return [];
+  const rows = await sql<Array<Omit<OutboxFact, 'aggregate_version'> & { aggregate_version: string }>>`
+    SELECT o.aggregate_id, o.aggregate_version::text, o.event_id, o.status, o.topic, o.created_at, o.published_at,
+           left(o.last_error, 300) AS last_error
+    FROM unnest(${pairs.map((p) => p.aggregateId)}::text[], ${pairs.map((p) => p.version)}::bigint[]) AS b(id, v)
+    JOIN message_outbox o ON o.aggregate_id = b.id AND o.aggregate_version = b.v`;
+  return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version) }));
+}
+
+/** One outbox row by (aggregate, version), or undefined. Locks: none. */
+export async function outboxRowAt(
+  sql: Queryable,
+  aggregateId: string,
+  version: number,
+): Promise<OutboxFact | undefined> {
+  const [row] = await outboxRowsAt(sql, [{ aggregateId, version }]);
+  return row;
+}
+
+/**
+ * Whether the outbox holds the event of (aggregate, version), in the caller's transaction: what a re-emit command
+ * asks before it enqueues, so that it is idempotent. Locks: none (the unique index refuses a second row anyway).
+ */
+export async function outboxHas(sql: Queryable, aggregateId: string, version: number): Promise<boolean> {
+  const rows = await sql`
+    SELECT 1 FROM message_outbox WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version}`;
+  return rows.length > 0;
+}

@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Envelope, Sql, Tx } from '@postbox/engine';
+import { defineParticipantRecords, listFindings, Reconciler } from '@postbox/engine/reconcile';
+import { defineSaga, participant, readSaga, SagaOrchestrator, sagaReplyHandler } from '@postbox/engine/saga';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+
+// A saga step the saga holds as succeeded while its participant says it never applied it (its database was
+// restored from a backup taken before the reservation: the record and the effect are gone). The participants
+// share the database, so the check reads their records; the repair compensates the saga through its own action
+// (SagaOrchestrator.act): the saga cannot go on forward on a step that did not happen, it never re-sends a step
+// blind, and resolve only decides the step whose command is out now. Commands and replies are handed to the
+// participants and the orchestrator as their consumers would (no broker needed to show the decision).
+let db: TestDatabase;
+
+const saga = defineSaga<{ orderId: string }>({
+  type: 'rc-order',
+  version: 1,
+  replyTopic: 'rc.replies',
+  steps: [
+    {
+      name: 'reserve',
+      topic: 'rc.inventory',
+      command: (d) => ({ type: 'inventory.reserve', data: d }),
+      success: ['inventory.reserved'],
+      failure: [],
+      compensate: (d) => ({ type: 'inventory.release', data: d }),
+    },
+    {
+      name: 'charge',
+      topic: 'rc.payments',
+      command: (d) => ({ type: 'payments.charge', data: d }),
+      success: ['payments.charged'],
+      failure: ['payments.declined'],
+      compensate: (d) => ({ type: 'payments.refund', data: d }),
+    },
+    {
+      name: 'ship',
+      topic: 'rc.shipping',
+      pivot: true,
+      command: (d) => ({ type: 'shipping.ship', data: d }),
+      success: ['shipping.shipped'],
+      failure: [],
+    },
+  ],
+});
+const sagas = new SagaOrchestrator([saga]);
+const effect = (tx: Tx, who: string, cmd: Envelope, action: string) =>
+  tx`INSERT INTO rc_effect (participant, order_id, action) VALUES (${who}, ${(cmd.data as { orderId: string }).orderId}, ${action})`;
+const handlers: Record<string, ReturnType<typeof participant>> = {
+  'rc.inventory': participant({
+    name: 'inventory',
+    apply: async (cmd, tx) => (
+      await effect(tx, 'inventory', cmd, 'reserve'), { applied: true, type: 'inventory.reserved' }
+    ),
+    compensate: async (cmd, tx) => (await effect(tx, 'inventory', cmd, 'release'), 'compensated'),
+  }),
+  'rc.payments': participant({
+    name: 'payments',
+    apply: async (cmd, tx) => (
+      await effect(tx, 'payments', cmd, 'charge'), { applied: true, type: 'payments.charged' }
+    ),
+    compensate: async (cmd, tx) => (await effect(tx, 'payments', cmd, 'refund'), 'compensated'),
+  }),
+  'rc.shipping': participant({ name: 'shipping', apply: async () => ({ applied: true, type: 'shipping.shipped' }) }),
+};
+const onReply = sagaReplyHandler(sagas);
+const context = { consumer: 'test', partition: 0, offset: '0', attempt: 1 };
+
+before(async () => {
+  db = await freshDatabase();
+  await db.sql`CREATE TABLE rc_effect (participant text NOT NULL, order_id text NOT NULL, action text NOT NULL)`;
+  await sagas.register(db.sql);
+});
+after(async () => {
+  await db?.drop();
+});
+
+/** Delivers pending outbox events of the given topics (commands to participants, replies to the orchestrator). */
+async function deliver(sql: Sql, topics: string[]): Promise<number> {
+  const rows = await sql<
+    Array<{
+      event_id: string;
+      event_type: string;
+      aggregate_id: string;
+      aggregate_version: string;
+      topic: string;
+      payload: Buffer;
+      extensions: Record<string, string> | null;
+      seq: string;
+    }>
+  >`
+    UPDATE message_outbox SET status = 'published', published_at = now()
+    WHERE status = 'pending' AND topic = ANY (${topics})
+    RETURNING event_id, event_type, aggregate_id, aggregate_version::text, topic, payload, extensions, seq`;
+  for (const r of rows.sort((a, b) => Number(a.seq) - Number(b.seq))) {
+    const envelope = {
+      event_id: r.event_id,
+      event_type: r.event_type,
+      schema_version: 1,
+      aggregate_id: r.aggregate_id,
+      aggregate_version: Number(r.aggregate_version),
+      occurred_at: new Date().toISOString(),
+      producer: 'test',
+      data: JSON.parse(r.payload.toString('utf8')),
+      ...(r.extensions ? { extensions: r.extensions } : {}),
+    } as Envelope;
+    const handler = r.topic === 'rc.replies' ? onReply : handlers[r.topic]!;
+    await sql.begin((tx) => handler(envelope, tx, context));
+  }
+  return rows.length;
+}
+
+async function pump(): Promise<void> {
+  while ((await deliver(db.sql, ['rc.inventory', 'rc.payments', 'rc.shipping', 'rc.replies'])) > 0);
+}
+
+test('a step succeeded in the saga but not applied at its participant: found, compensated through the saga, then nothing found', async () => {
+  const { sagaId } = await db.sql.begin((tx) =>
+    sagas.start(tx, saga, { businessKey: 'o-1', data: { orderId: 'o-1' } }),
+  );
+  await deliver(db.sql, ['rc.inventory']);
+  await deliver(db.sql, ['rc.replies']);
+  assert.deepEqual((await readSaga(db.sql, sagaId))!.steps, ['succeeded', 'running', 'pending']);
+  // The inventory database comes back from a backup taken before the reservation.
+  await db.sql`DELETE FROM saga_participation WHERE step_key = ${`${sagaId}:reserve`}`;
+  await db.sql`DELETE FROM rc_effect WHERE participant = 'inventory'`;
+
+  const reconciler = new Reconciler({
+    sql: db.sql,
+    sagas,
+    participants: [defineParticipantRecords({ sagaType: 'rc-order' })],
+    options: { graceMs: { 'saga-step-mismatch': 0 } },
+  });
+  const run = await reconciler.run('saga-step-mismatch', { actor: 'test' });
+  assert.deepEqual([run.status, run.counts.found], ['finished', 1]);
+  const [finding] = await listFindings(db.sql, { check: 'saga-step-mismatch' }, 10, null);
+  assert.deepEqual(
+    [finding!.key, finding!.kind, finding!.status],
+    [`${sagaId}:reserve`, 'succeeded_not_applied', 'open'],
+  );
+  assert.deepEqual(finding!.observed, {
+    saga: 'running',
+    step: 'succeeded',
+    participant: 'never seen',
+    pivotPassed: false,
+  });
+
+  const dry = await reconciler.repair('saga-step-mismatch', { actor: 'ops', reason: 'inventory restored from backup' });
+  assert.deepEqual(
+    dry.items.map((i) => [i.outcome, i.action]),
+    [['would_repair', `compensate saga ${sagaId}`]],
+  );
+  assert.equal((await readSaga(db.sql, sagaId))!.status, 'running', 'the dry run changed nothing');
+
+  const done = await reconciler.repair('saga-step-mismatch', {
+    actor: 'ops',
+    reason: 'inventory restored from backup',
+    dryRun: false,
+  });
+  assert.deepEqual([done.counts.repaired, done.items[0]!.detail], [1, 'running → compensating']);
+  await pump();
+
+  const ended = await readSaga(db.sql, sagaId);
+  assert.equal(ended!.status, 'compensated');
+  assert.deepEqual(ended!.steps, ['compensated', 'compensated', 'pending']);
+  // The charge that was on its way applied and was refunded; the reservation that never was is fenced, not released.
+  const effects = await db.sql<{ e: string }[]>`SELECT participant || ':' || action AS e FROM rc_effect ORDER BY 1`;
+  assert.deepEqual(
+    effects.map((r) => r.e),
+    ['payments:charge', 'payments:refund'],
+  );
+  const records = await db.sql<{ step_key: string; status: string }[]>`
+    SELECT step_key, status FROM saga_participation ORDER BY step_key`;
+  assert.deepEqual(
+    records.map((r) => [r.step_key.split(':')[1], r.status]),
+    [
+      ['charge', 'compensated'],
+      ['reserve', 'fenced'],
+    ],
+  );
+
+  assert.equal((await reconciler.run('saga-step-mismatch', { actor: 'test' })).counts.found, 0);
+  const [closed] = await listFindings(db.sql, { check: 'saga-step-mismatch' }, 10, null);
+  assert.equal(closed!.status, 'repaired');
+  const audit = await db.sql<{ action: string; actor: string }[]>`
+    SELECT action, actor FROM operator_audit ORDER BY audit_id`;
+  assert.deepEqual(
+    audit.map((a) => [a.action, a.actor]),
+    [
+      ['reconcile.dry_run', 'ops'],
+      ['saga.compensate', 'ops'],
+      ['reconcile.compensate_saga', 'ops'],
+    ],
+  );
+});
