@@ -13,6 +13,7 @@ import { consumerScenario } from './scenarios/consumer.ts';
 import { drainScenario } from './scenarios/drain.ts';
 import { e2eScenario } from './scenarios/e2e.ts';
 import { latencyScenario } from './scenarios/latency.ts';
+import { reconcileScenario } from './scenarios/reconcile.ts';
 import { relayScenario } from './scenarios/relay.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 
@@ -37,6 +38,7 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
   latency: latencyScenario,
   scale: scaleScenario,
   backlog: backlogScenario,
+  reconcile: reconcileScenario,
 };
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
@@ -48,6 +50,7 @@ const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: Scenar
   latency: { baselines: ['producer'], scenarios: ['e2e'] },
   scale: { baselines: [], scenarios: [] },
   backlog: { baselines: [], scenarios: [] },
+  reconcile: { baselines: [], scenarios: [] },
 };
 
 export interface PlannedStep {
