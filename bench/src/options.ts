@@ -1,7 +1,17 @@
 import { parseArgs } from 'node:util';
 
 /** Every scenario the suite runs; `all` runs them in this order (latency needs e2e's maximum first). */
-export const SCENARIOS = ['relay', 'consumer', 'e2e', 'drain', 'latency', 'scale', 'backlog', 'saga'] as const;
+export const SCENARIOS = [
+  'relay',
+  'consumer',
+  'e2e',
+  'drain',
+  'latency',
+  'scale',
+  'backlog',
+  'saga',
+  'reconcile',
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** The run's parameters, resolved once; every field is written into the JSON result. */
@@ -24,6 +34,8 @@ export interface BenchOptions {
   pipelineEvents: number;
   /** Events of the backlog scenario. @defaultValue 10000000 (quick: 1000000) */
   backlogEvents: number;
+  /** Demo orders (aggregates) the reconcile scenario's checks run over. @defaultValue 1000000 (quick: 100000) */
+  reconcileAggregates: number;
   /** How long each time-bounded measurement (raw producer at one concurrency, naive relay, …) runs. @defaultValue 10000 (quick: 2000) */
   windowMs: number;
   /** Drain window of the backlog scenario inside `all --quick` (0 = until the outbox is drained). @defaultValue 0 (all --quick: 30000) */
@@ -48,6 +60,8 @@ scenarios:
   backlog   a 10M (quick: 1M) backlog: resident memory of every role over time, claim rate at start and end
   saga      three-step sagas (participants and the reply consumer on real Kafka) per second beside the e2e
             events/s of the same run (6 events per saga), then start → completed p50/p99 at half that rate
+  reconcile every reconciliation check over 1M (quick: 100k) demo orders with 100 broken per check: time, rate,
+            peak memory, findings = breakages
   all       every scenario above, baselines and peers once
 options:
   --events N        events per scenario (default 100000; quick 20000; e2e, drain, scale: a quarter when quick)
@@ -56,6 +70,7 @@ options:
   --threads T       relay pool sizes, e.g. 2 or 0,2 (default 0,1,2,4)
   --batch B         relay and raw claim batch (default 500)
   --backlog N       backlog events (default 10000000; quick 1000000)
+  --aggregates N    demo orders of the reconcile scenario (default 1000000; quick 100000)
   --window MS       length of each time-bounded measurement (default 10000; quick 2000)
   --json FILE       write the result as JSON (stable keys: see README, Benchmarks)
   --markdown FILE   write the results table as markdown
@@ -78,6 +93,7 @@ export function parseOptions(argv: string[]): Parsed {
       threads: { type: 'string' },
       batch: { type: 'string' },
       backlog: { type: 'string' },
+      aggregates: { type: 'string' },
       window: { type: 'string' },
       json: { type: 'string' },
       markdown: { type: 'string' },
@@ -105,6 +121,7 @@ export function parseOptions(argv: string[]): Parsed {
       threads,
       batch: int(values.batch, 'batch', 1, 10_000, 500),
       backlogEvents: int(values.backlog, 'backlog', 1000, 100_000_000, quick ? 1_000_000 : 10_000_000),
+      reconcileAggregates: int(values.aggregates, 'aggregates', 1000, 100_000_000, quick ? 100_000 : 1_000_000),
       windowMs: int(values.window, 'window', 500, 600_000, quick ? 2000 : 10_000),
       backlogWindowMs: scenario === 'all' && quick ? 30_000 : 0,
       quick,

@@ -13,6 +13,7 @@ import { consumerScenario } from './scenarios/consumer.ts';
 import { drainScenario } from './scenarios/drain.ts';
 import { e2eScenario } from './scenarios/e2e.ts';
 import { latencyScenario } from './scenarios/latency.ts';
+import { reconcileScenario } from './scenarios/reconcile.ts';
 import { relayScenario } from './scenarios/relay.ts';
 import { sagaScenario } from './scenarios/saga.ts';
 import { scaleScenario } from './scenarios/scale.ts';
@@ -39,6 +40,7 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
   scale: scaleScenario,
   backlog: backlogScenario,
   saga: sagaScenario,
+  reconcile: reconcileScenario,
 };
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
@@ -51,6 +53,7 @@ const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: Scenar
   scale: { baselines: [], scenarios: [] },
   backlog: { baselines: [], scenarios: [] },
   saga: { baselines: ['producer'], scenarios: ['e2e'] },
+  reconcile: { baselines: [], scenarios: [] },
 };
 
 export interface PlannedStep {

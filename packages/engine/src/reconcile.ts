@@ -28,6 +28,7 @@ export type {
 } from './reconcile/repair.ts';
 export type { StopPolicy, StopReason } from './reconcile/stop-policy.ts';
 export { outboxHas } from './queries/reconcile-outbox.ts';
+export { observeReconcileFindings } from './telemetry/metrics.ts';
 export {
   countFindings,
   listFindings,

@@ -46,13 +46,14 @@ async function ledger(sql: Sql): Promise<string[]> {
 test('a new database gets Postbox tables only; the demo scope adds the demo tables, each chain numbered from 1', async () => {
   const sql = await emptyDatabase();
   const applied = await migrate(sql);
-  assert.deepEqual(applied, [1, 2, 3, 6, 7, 8, 9, 10]);
+  assert.deepEqual(applied, [1, 2, 3, 6, 7, 8, 9, 10, 11, 12]);
   assert.ok(!(await tables(sql)).some((t) => t.startsWith('demo_')), 'no demo table in the product chain');
-  assert.deepEqual(await migrateDemo(sql), [1, 2]);
+  assert.deepEqual(await migrateDemo(sql), [1, 2, 3]);
   assert.ok((await tables(sql)).includes('demo_order_projection'));
   assert.deepEqual(await ledger(sql), [
     'demo:1',
     'demo:2',
+    'demo:3',
     'postbox:1',
     'postbox:2',
     'postbox:3',
@@ -61,6 +62,8 @@ test('a new database gets Postbox tables only; the demo scope adds the demo tabl
     'postbox:8',
     'postbox:9',
     'postbox:10',
+    'postbox:11',
+    'postbox:12',
   ]);
   assert.deepEqual(await Promise.all([migrate(sql), migrateDemo(sql)]), [[], []]);
 });
@@ -80,7 +83,7 @@ test('an installation from before the scopes upgrades in place: nothing re-appli
   await sql`INSERT INTO demo_order VALUES ('o-1', 'placed', 100, 1)`;
 
   assert.deepEqual(await migrate(sql), [], 'nothing of the product chain runs again');
-  assert.deepEqual(await migrateDemo(sql), [1, 2]);
+  assert.deepEqual(await migrateDemo(sql), [1, 2, 3], 'the old tables adopted (1, 2), the saga demo tables new (3)');
   const [kept] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM demo_order`;
   assert.equal(kept!.n, 1, 'the demo table was adopted, not recreated');
   assert.ok((await ledger(sql)).includes('postbox:4'), 'retired versions stay recorded');

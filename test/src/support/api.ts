@@ -9,6 +9,7 @@ import {
   type ControlPlane,
   type Scope,
 } from '@postbox/api';
+import type { CheckName, ParticipantRecords, ReconcileSource } from '@postbox/engine/reconcile';
 import type { SagaOrchestrator } from '@postbox/engine/saga';
 import { stack } from './stack.ts';
 
@@ -47,6 +48,9 @@ export async function startTestApi(
     kafkaBrokers?: string;
     /** The saga definitions operator actions are built from (none: sagas are read, not acted on). */
     sagas?: SagaOrchestrator;
+    /** The reconciliation sources and participant records (none: the outbox and consumer checks skip). */
+    reconcile?: { sources: ReconcileSource[]; participants?: ParticipantRecords[] };
+    reconcileGraceMs?: Partial<Record<CheckName, number>>;
   } = {},
 ): Promise<TestApi> {
   const tokens = Object.fromEntries(
@@ -69,7 +73,13 @@ export async function startTestApi(
       },
       { POSTBOX_TOPICS: options.topics ?? 'api.unused:1' },
     ),
-    options.sagas ? { sagas: options.sagas } : {},
+    {
+      ...(options.sagas ? { sagas: options.sagas } : {}),
+      ...(options.reconcile
+        ? { reconcile: { sources: options.reconcile.sources, participants: options.reconcile.participants ?? [] } }
+        : {}),
+      ...(options.reconcileGraceMs ? { reconcileGraceMs: options.reconcileGraceMs } : {}),
+    },
   );
   let plane: ControlPlane;
   try {

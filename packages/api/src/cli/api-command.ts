@@ -10,13 +10,15 @@ import { startControlPlaneRoles } from './control-plane-role.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
-const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, sagas, audit)
+const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, sagas, reconciliation, audit)
 
 Environment: DATABASE_URL, KAFKA_BROKERS, REDIS_URL, POSTBOX_API_PORT (4000), POSTBOX_API_HOST (127.0.0.1),
 POSTBOX_API_TOKENS ("actor:scope+scope:token,…"; scopes viewer, operator, admin, payload),
 POSTBOX_ENV=production (no GraphiQL, introspection for admin only, tokens required),
 POSTBOX_SAGA_MODULES ("./sagas.ts,@acme/sagas": modules exporting \`sagas\`, arrays of saga definitions, which
-saga actions are built from; without it sagas are read, not acted on).
+saga actions are built from; without it sagas are read, not acted on),
+POSTBOX_RECONCILE_MODULES (modules exporting \`sources\` of defineReconcileSource results, as for postbox reconcile;
+without them the outbox and consumer checks are skipped), POSTBOX_RECONCILE_GRACE_MS ("check=ms,…").
 Options:
   --print-schema [FILE]   print the SDL (or write it to FILE) and exit
   -h, --help              this text`;

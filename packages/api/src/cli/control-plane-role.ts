@@ -2,6 +2,7 @@ import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { ApiConfig } from '../config/api.ts';
 import type { PostboxConfig } from '../config/env.ts';
 import { createApiResources } from '../graphql/deps.ts';
+import { loadReconcileModules, type ReconcileRegistrations } from '../reconcile/modules.ts';
 import { type ControlPlane, startControlPlane } from '../graphql/server.ts';
 import { describeDefinitions, loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
 import { portHint, type RoleSet } from './role-set.ts';
@@ -13,6 +14,11 @@ export interface ControlPlaneRoleOptions {
    * (POSTBOX_SAGA_MODULES), checked against the database like any process that moves sagas.
    */
   sagas?: SagaOrchestrator;
+  /**
+   * The reconciliation sources (and participant records) of the process that hosts the control plane (`postbox
+   * start` passes the demo's). Without it they come from `api.reconcileModules` (POSTBOX_RECONCILE_MODULES).
+   */
+  reconcile?: ReconcileRegistrations;
 }
 
 /**
@@ -33,9 +39,22 @@ export async function startControlPlaneRoles(
       async () => {},
       (cause) => (cause as Error)?.message,
     ));
+  const reconcile =
+    options.reconcile ??
+    (await roles.start(
+      'reconcile sources',
+      () => loadReconcileModules(api.reconcileModules ?? []),
+      async () => {},
+      (cause) => (cause as Error)?.message,
+    ));
   const resources = await roles.start(
     'control plane resources',
-    async () => createApiResources(config, sagas ? { sagas } : {}),
+    async () =>
+      createApiResources(config, {
+        ...(sagas ? { sagas } : {}),
+        reconcile,
+        ...(api.reconcileGraceMs ? { reconcileGraceMs: api.reconcileGraceMs } : {}),
+      }),
     (r) => r.close(),
   );
   if (sagas && !options.sagas) {
@@ -58,6 +77,11 @@ export async function startControlPlaneRoles(
     sagas
       ? `saga actions for: ${describeDefinitions(sagas)}`
       : 'saga actions: no definitions loaded (POSTBOX_SAGA_MODULES); sagas can be read, not acted on',
+  );
+  console.log(
+    reconcile.sources.length > 0
+      ? `reconciliation sources: ${reconcile.sources.map((s) => `${s.aggregateType} (${s.topic})`).join(', ')}`
+      : 'reconciliation: no sources registered (POSTBOX_RECONCILE_MODULES); the outbox and consumer checks are skipped',
   );
   return plane;
 }

@@ -10,6 +10,7 @@ import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
+import { demoOrderSource, participants } from '../demo/reconcile.ts';
 import { fulfilmentTopicSpecs } from '../demo/saga/fulfilment-saga.ts';
 import { type FulfilmentDemo, startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
 import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
@@ -102,7 +103,10 @@ export async function startCommand(argv: string[]): Promise<number> {
         await waker.flush();
       },
     );
-    await startControlPlaneRoles(roles, config, apiConfig, fulfilment ? { sagas: fulfilment.orchestrator } : {});
+    await startControlPlaneRoles(roles, config, apiConfig, {
+      ...(fulfilment ? { sagas: fulfilment.orchestrator } : {}),
+      reconcile: { sources: [demoOrderSource({ topic })], participants: fulfilment ? participants : [] },
+    });
     console.log(
       `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
     );

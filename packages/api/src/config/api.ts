@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ConfigError } from '@postbox/engine';
+import { CHECK_NAMES, type CheckName, isCheckName } from '@postbox/engine/reconcile';
 
 export type Scope = 'viewer' | 'operator' | 'admin' | 'payload';
 const SCOPES: readonly Scope[] = ['viewer', 'operator', 'admin', 'payload'];
@@ -26,6 +27,13 @@ export interface ApiConfig {
    * their commands from them. Without any, sagas can be read but not acted on. @defaultValue []
    */
   sagaModules?: string[];
+  /**
+   * Modules whose reconciliation sources the control plane loads (POSTBOX_RECONCILE_MODULES, see
+   * reconcile/modules.ts). Without any, the outbox and consumer checks are skipped. @defaultValue []
+   */
+  reconcileModules?: string[];
+  /** Grace periods per check (POSTBOX_RECONCILE_GRACE_MS="check=ms,…"). @defaultValue the engine's */
+  reconcileGraceMs?: Partial<Record<CheckName, number>>;
 }
 
 /**
@@ -52,7 +60,25 @@ export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     devToken,
     maxBodyBytes: 65_536,
     sagaModules: parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''),
+    reconcileModules: parseSagaModules(env.POSTBOX_RECONCILE_MODULES ?? ''),
+    reconcileGraceMs: parseReconcileGrace(env.POSTBOX_RECONCILE_GRACE_MS ?? ''),
   };
+}
+
+/** "outbox-missing=30000,consumer-behind=60000": grace periods per check (as `postbox reconcile` reads them). */
+export function parseReconcileGrace(value: string): Partial<Record<CheckName, number>> {
+  const out: Partial<Record<CheckName, number>> = {};
+  for (const entry of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const [name, ms] = entry.split('=');
+    const n = Number(ms);
+    if (!name || !isCheckName(name) || !Number.isInteger(n) || n < 0)
+      throw new ConfigError(`POSTBOX_RECONCILE_GRACE_MS entry "${entry}" must be check=ms (${CHECK_NAMES.join(', ')})`);
+    out[name] = n;
+  }
+  return out;
 }
 
 /** "./sagas/order.ts,@acme/sagas": module paths (relative to the working directory) or package specifiers. */

@@ -1,5 +1,6 @@
 import type { Sql } from '@postbox/engine';
 import type { BacklogMonitor, Probe } from '@postbox/engine/control';
+import type { Reconciler } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { Caller } from './auth.ts';
@@ -16,6 +17,11 @@ export interface ApiDeps {
    * process hosting the control plane). Without it sagas are read, never acted on.
    */
   sagas?: SagaOrchestrator;
+  /**
+   * Reconciliation over the sources of truth the control plane registers (POSTBOX_RECONCILE_MODULES, or those of
+   * the process hosting it). Without sources the outbox and consumer checks are skipped, the others run.
+   */
+  reconciler: Reconciler;
 }
 
 export interface ApiContext {

@@ -1,10 +1,12 @@
-import { connect } from '@postbox/engine';
+import { connect, createWaker } from '@postbox/engine';
 import { BacklogMonitor } from '@postbox/engine/control';
 import { KafkaOffsets } from '@postbox/engine/kafka';
 import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
+import { type CheckName, Reconciler } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { PostboxConfig } from '../config/env.ts';
+import type { ReconcileRegistrations } from '../reconcile/modules.ts';
 import type { ApiDeps } from './context.ts';
 
 export interface ApiResources {
@@ -12,32 +14,53 @@ export interface ApiResources {
   close(): Promise<void>;
 }
 
+export interface ApiResourceOptions {
+  /** The definitions saga actions are built from (see ApiDeps.sagas). @defaultValue none */
+  sagas?: SagaOrchestrator;
+  /** The sources of truth and participant records reconciliation checks. @defaultValue none */
+  reconcile?: ReconcileRegistrations;
+  /** Grace periods per check (POSTBOX_RECONCILE_GRACE_MS). @defaultValue the engine's */
+  reconcileGraceMs?: Partial<Record<CheckName, number>>;
+}
+
 /**
  * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets, a Redis connection for
- * readiness and one retry scheduler per consumer, made when first needed. `close` ends all of them.
- * `sagas`: the definitions saga actions are built from (see ApiDeps.sagas).
+ * readiness and one retry scheduler per consumer, made when first needed, and the reconciler over them. `close`
+ * ends all of them.
  */
-export function createApiResources(config: PostboxConfig, options: { sagas?: SagaOrchestrator } = {}): ApiResources {
+export function createApiResources(config: PostboxConfig, options: ApiResourceOptions = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
   const offsets = new KafkaOffsets(config.kafka);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
   const schedulers = new Map<string, RetryScheduler>();
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });
+  const redisUrl = config.redisUrl;
+  const schedulerFor = (consumer: string): RetryScheduler => {
+    let s = schedulers.get(consumer);
+    if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: redisUrl!, consumer })));
+    return s;
+  };
+  const waker = createWaker(sql);
+  const reconciler = new Reconciler({
+    sql,
+    sources: options.reconcile?.sources ?? [],
+    participants: options.reconcile?.participants ?? [],
+    ...(options.sagas ? { sagas: options.sagas } : {}),
+    ...(redisUrl ? { schedulerFor } : {}),
+    waker,
+    options: { graceMs: options.reconcileGraceMs ?? {} },
+  });
   const deps: ApiDeps = {
     sql,
     backlog,
-    schedulerFor: (consumer) => {
-      if (!config.redisUrl) return null;
-      let s = schedulers.get(consumer);
-      if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: config.redisUrl, consumer })));
-      return s;
-    },
+    schedulerFor: (consumer) => (redisUrl ? schedulerFor(consumer) : null),
     probes: {
       postgres: () => sql`SELECT 1`,
       kafka: () => offsets.ping(),
       ...(redis ? { redis: () => redis.ping() } : {}),
     },
     ...(options.sagas ? { sagas: options.sagas } : {}),
+    reconciler,
   };
   return {
     deps,
@@ -46,6 +69,7 @@ export function createApiResources(config: PostboxConfig, options: { sagas?: Sag
       await Promise.all([...schedulers.values()].map((s) => s.close()));
       await offsets.close();
       redis?.close();
+      await waker.flush();
       await sql.end({ timeout: 5 });
     },
   };

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { NoSchemaIntrospectionCustomRule } from 'graphql';
+import { observeReconcileFindings } from '@postbox/engine/reconcile';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import type { ApiConfig } from '../config/api.ts';
 import { callerOf } from './auth.ts';
@@ -72,10 +73,13 @@ export async function startControlPlane(config: ApiConfig, deps: ApiDeps): Promi
   });
   const address = server.address() as AddressInfo;
   deps.backlog.start();
+  // The control plane runs reconciliation, so it reports the findings gauge (read from the rows at a scrape).
+  const unobserve = observeReconcileFindings(server, deps.sql);
   return {
     url: `http://${config.host}:${address.port}/graphql`,
     server,
     async close() {
+      unobserve();
       await deps.backlog.stop();
       server.closeIdleConnections();
       // Subscriptions (SSE) are long requests: end them rather than wait.

@@ -73,6 +73,12 @@ export interface FindingFilter {
   status?: FindingStatus;
   kind?: string;
   ids?: readonly number[];
+  /** The business key, exactly. */
+  key?: string;
+  /** Keys starting with this (e.g. `demo-order:order-7@`: every version of an aggregate). */
+  keyPrefix?: string;
+  /** Findings a run opened, last observed, or last repaired (a repair pass's run id). */
+  runId?: number;
 }
 
 /**
@@ -89,9 +95,21 @@ export async function listFindings(
     `SELECT ${COLUMNS} FROM reconciliation_finding
      WHERE ($1::text IS NULL OR check_name = $1) AND ($2::text IS NULL OR status = $2)
        AND ($3::text IS NULL OR kind = $3) AND ($4::bigint[] IS NULL OR finding_id = ANY($4::bigint[]))
-       AND ($5::bigint IS NULL OR finding_id > $5)
+       AND ($5::bigint IS NULL OR finding_id > $5) AND ($7::text IS NULL OR business_key = $7)
+       AND ($8::text IS NULL OR starts_with(business_key, $8))
+       AND ($9::bigint IS NULL OR first_run_id = $9 OR last_run_id = $9 OR repair->>'runId' = ($9::bigint)::text)
      ORDER BY finding_id LIMIT $6`,
-    [f.check ?? null, f.status ?? null, f.kind ?? null, f.ids ? [...f.ids] : null, afterId, limit],
+    [
+      f.check ?? null,
+      f.status ?? null,
+      f.kind ?? null,
+      f.ids ? [...f.ids] : null,
+      afterId,
+      limit,
+      f.key ?? null,
+      f.keyPrefix ?? null,
+      f.runId ?? null,
+    ],
   ) as unknown as Promise<StoredFinding[]>;
 }
 

@@ -52,6 +52,9 @@ export const POSTBOX_ATTR = {
   /** A saga's status (saga gauges) and how it ended (time to end). */
   sagaStatus: 'postbox.saga.status',
   quantile: 'postbox.quantile',
+  /** A reconciliation check's name and a finding's status (open, manual), on the findings gauge. */
+  reconcileCheck: 'postbox.reconcile.check',
+  findingStatus: 'postbox.reconcile.finding.status',
 } as const;
 
 export const MESSAGING_SYSTEM = 'kafka';

@@ -12,7 +12,9 @@ import {
 import type { Queryable } from '../db/connect.ts';
 import type { InboundRecord, PartitionLag } from '../ports/subscriber.ts';
 import { consumerCounts, outboxByTopic } from '../queries/control-counts.ts';
+import { liveFindingCounts } from '../queries/reconcile-metrics.ts';
 import { sagaGaugeFacts } from '../queries/saga-metrics.ts';
+import { CHECK_NAMES } from '../reconcile/options.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import type { CycleResult } from '../relay/cycle.ts';
 import { ATTR, MESSAGING_SYSTEM, OPERATION, POSTBOX_ATTR } from './attributes.ts';
@@ -117,6 +119,11 @@ function build(meter: Meter) {
       'Start-to-end time of the sagas ended in the last five minutes, p50 and p99 (postbox.quantile), by how they ended',
       's',
       ValueType.DOUBLE,
+    ),
+    findingsOpen: gauge(
+      'postbox.reconcile.findings.open',
+      'Reconciliation findings still broken, per check: open (a repair can act) and manual (an operator decides)',
+      '{finding}',
     ),
     lag: gauge(
       'postbox.consumer.lag',
@@ -437,4 +444,29 @@ const sagaGauges = new DatabaseGauges(
  */
 export function observeSagas(owner: object, sql: Queryable): () => void {
   return sagaGauges.add(owner, sql);
+}
+
+const reconcileGauges = new DatabaseGauges(
+  (m) => [m.findingsOpen],
+  (sql) => liveFindingCounts(sql),
+  (rows, result, m) => {
+    const counts = new Map(rows.map((r) => [`${r.check}/${r.status}`, r.count]));
+    // Every check and status, 0 when none: a series that drops to nothing must read 0, not its last value.
+    for (const check of CHECK_NAMES) {
+      for (const status of ['open', 'manual'] as const) {
+        result.observe(m.findingsOpen, counts.get(`${check}/${status}`) ?? 0, {
+          [POSTBOX_ATTR.reconcileCheck]: check,
+          [POSTBOX_ATTR.findingStatus]: status,
+        });
+      }
+    }
+  },
+);
+
+/**
+ * The reconciliation gauge (live findings per check and status), while something that runs reconciliation lives
+ * in this process (the control plane): read from the rows, whoever ran the checks (the CLI, another process).
+ */
+export function observeReconcileFindings(owner: object, sql: Queryable): () => void {
+  return reconcileGauges.add(owner, sql);
 }

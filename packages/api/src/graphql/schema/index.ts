@@ -9,8 +9,10 @@ import './failure.ts';
 import './audit.ts';
 import './health.ts';
 import './saga.ts';
+import './reconcile.ts';
 import './mutations.ts';
 import './saga-mutations.ts';
+import './reconcile-mutations.ts';
 
 export const schema: GraphQLSchema = builder.toSchema();
 
