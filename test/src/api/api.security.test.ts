@@ -32,6 +32,9 @@ const REQUIRED: Record<string, Role> = {
   markStepCompensated: 'operator',
   resumeSaga: 'operator',
   closeSaga: 'admin',
+  runReconciliation: 'operator',
+  repairFindings: 'operator',
+  ignoreFinding: 'admin',
 };
 const HOLDS: Record<Role | 'anonymous', Role[]> = {
   anonymous: [],

@@ -44,6 +44,9 @@ test('three consumer processes joining and leaving under load: every aggregate a
     }
   })();
   const stop = async (p: RoleProcess) => {
+    // A process still loading its modules has no SIGTERM handler yet (the signal would kill it, exit null): a
+    // member that just joined is stopped once it says it runs.
+    await waitFor('the consumer to run', async () => p.output().includes('postbox consume:') || undefined, 60_000, 100);
     p.kill('SIGTERM');
     assert.equal(await p.exited, 0, p.output());
   };
