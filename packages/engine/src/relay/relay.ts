@@ -243,6 +243,11 @@ export class Relay {
       const result = await this.#executor.run({ lane, owner: this.owner });
       this.#record(result);
       state.errors = 0;
+      // The first cycle to succeed after a failure streak shows the path works again: the lanes still waiting out
+      // the backoff their failures earned (up to the cap, two minutes) try now. The lane renewal's recovery alone
+      // was not enough: cycles kept failing for a while after it (the worker's pool reconnecting, the broker coming
+      // back later), and those lanes sat out long backoffs while their rows waited (the outage fault test).
+      if (this.#cycleStreak.count > 0) this.#retryFailedLanesNow();
       this.#cycleStreak.succeeded();
       const now = Date.now();
       if (result.pauseMs !== null) {
