@@ -15,7 +15,7 @@ import {
 } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
 import { stackEnv } from '@postbox/stack';
-import { parseSagaModules } from '../config/api.ts';
+import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
@@ -126,7 +126,7 @@ export async function buildReconciler(
       return s;
     },
     waker: createWaker(sql),
-    options: { graceMs: parseGrace(env.POSTBOX_RECONCILE_GRACE_MS ?? '') },
+    options: { graceMs: graceFromEnv(env.POSTBOX_RECONCILE_GRACE_MS ?? '') },
   });
 }
 
@@ -296,20 +296,13 @@ function checkNames(value: Values[string], optional = false): CheckName[] {
   return list as CheckName[];
 }
 
-/** "outbox-missing=30000,consumer-behind=60000" → grace periods per check. */
-export function parseGrace(value: string): Partial<Record<CheckName, number>> {
-  const out: Partial<Record<CheckName, number>> = {};
-  for (const entry of value
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const [name, ms] = entry.split('=');
-    const n = Number(ms);
-    if (!name || !isCheckName(name) || !Number.isInteger(n) || n < 0)
-      throw new UsageError(`POSTBOX_RECONCILE_GRACE_MS entry "${entry}" must be check=ms (${CHECK_NAMES.join(', ')})`);
-    out[name] = n;
+/** The control plane's parser of POSTBOX_RECONCILE_GRACE_MS; a bad value is a usage error here (exit 2). */
+function graceFromEnv(value: string): Partial<Record<CheckName, number>> {
+  try {
+    return parseReconcileGrace(value);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
-  return out;
 }
 
 function int(
