@@ -60,7 +60,11 @@ const handlers: Record<string, ReturnType<typeof participant>> = {
     apply: async (cmd, tx) => (
       await effect(tx, 'payments', cmd, 'charge'), { applied: true, type: 'payments.charged' }
     ),
-    compensate: async (cmd, tx) => (await effect(tx, 'payments', cmd, 'refund'), 'compensated'),
+    // A refund the payment provider refuses (order o-refuse): the saga freezes in needs_attention.
+    compensate: async (cmd, tx) =>
+      (cmd.data as { orderId: string }).orderId === 'o-refuse'
+        ? 'refused'
+        : (await effect(tx, 'payments', cmd, 'refund'), 'compensated'),
   }),
   'rc.shipping': participant({ name: 'shipping', apply: async () => ({ applied: true, type: 'shipping.shipped' }) }),
 };
@@ -111,6 +115,20 @@ async function deliver(sql: Sql, topics: string[]): Promise<number> {
   return rows.length;
 }
 
+function mismatchReconciler(): Reconciler {
+  return new Reconciler({
+    sql: db.sql,
+    sagas,
+    participants: [defineParticipantRecords({ sagaType: 'rc-order' })],
+    options: { graceMs: { 'saga-step-mismatch': 0 } },
+  });
+}
+
+async function expectOneFinding(reconciler: Reconciler): Promise<void> {
+  const run = await reconciler.run('saga-step-mismatch', { actor: 'test' });
+  assert.deepEqual([run.status, run.counts.found], ['finished', 1]);
+}
+
 async function pump(): Promise<void> {
   while ((await deliver(db.sql, ['rc.inventory', 'rc.payments', 'rc.shipping', 'rc.replies'])) > 0);
 }
@@ -126,14 +144,8 @@ test('a step succeeded in the saga but not applied at its participant: found, co
   await db.sql`DELETE FROM saga_participation WHERE step_key = ${`${sagaId}:reserve`}`;
   await db.sql`DELETE FROM rc_effect WHERE participant = 'inventory'`;
 
-  const reconciler = new Reconciler({
-    sql: db.sql,
-    sagas,
-    participants: [defineParticipantRecords({ sagaType: 'rc-order' })],
-    options: { graceMs: { 'saga-step-mismatch': 0 } },
-  });
-  const run = await reconciler.run('saga-step-mismatch', { actor: 'test' });
-  assert.deepEqual([run.status, run.counts.found], ['finished', 1]);
+  const reconciler = mismatchReconciler();
+  await expectOneFinding(reconciler);
   const [finding] = await listFindings(db.sql, { check: 'saga-step-mismatch' }, 10, null);
   assert.deepEqual(
     [finding!.key, finding!.kind, finding!.status],
@@ -193,4 +205,76 @@ test('a step succeeded in the saga but not applied at its participant: found, co
       ['reconcile.compensate_saga', 'ops'],
     ],
   );
+});
+
+test('a compensated saga whose participant still holds the step applied: found, left to an operator with the saga unchanged', async () => {
+  const { sagaId } = await db.sql.begin((tx) =>
+    sagas.start(tx, saga, { businessKey: 'o-2', data: { orderId: 'o-2' } }),
+  );
+  await deliver(db.sql, ['rc.inventory']);
+  await deliver(db.sql, ['rc.replies']);
+  await db.sql.begin((tx) =>
+    sagas.act(tx, sagaId, { kind: 'compensate' }, { actor: 'ops', reason: 'customer cancelled' }),
+  );
+  await pump();
+  assert.equal((await readSaga(db.sql, sagaId))!.status, 'compensated');
+  // The inventory database comes back from a backup taken before the release: its record says reserved again.
+  await db.sql`UPDATE saga_participation SET status = 'applied' WHERE step_key = ${`${sagaId}:reserve`}`;
+
+  const reconciler = mismatchReconciler();
+  await expectOneFinding(reconciler);
+  const [finding] = await listFindings(db.sql, { check: 'saga-step-mismatch', status: 'manual' }, 10, null);
+  assert.deepEqual(
+    [finding!.key, finding!.kind, finding!.status],
+    [`${sagaId}:reserve`, 'compensated_but_applied', 'manual'],
+  );
+  assert.deepEqual(finding!.observed, {
+    saga: 'compensated',
+    step: 'compensated',
+    participant: 'applied',
+    pivotPassed: false,
+  });
+  const versionBefore = (await readSaga(db.sql, sagaId))!.version;
+  // A manual finding is not a repair's to take: the pass plans nothing.
+  const done = await reconciler.repair('saga-step-mismatch', { actor: 'ops', reason: 'backup restore', dryRun: false });
+  assert.deepEqual([done.counts.planned, done.items.length], [0, 0]);
+  const after = await readSaga(db.sql, sagaId);
+  assert.deepEqual([after!.status, after!.version], ['compensated', versionBefore], 'the saga is not touched');
+});
+
+test('a saga frozen in needs_attention past the SLA: found by saga-overdue with its reason, only an operator decides', async () => {
+  const { sagaId } = await db.sql.begin((tx) =>
+    sagas.start(tx, saga, { businessKey: 'o-refuse', data: { orderId: 'o-refuse' } }),
+  );
+  await deliver(db.sql, ['rc.inventory']);
+  await deliver(db.sql, ['rc.replies']);
+  // Charged; the reply is still on its way when an operator cancels (before the pivot's command goes out).
+  await deliver(db.sql, ['rc.payments']);
+  await db.sql.begin((tx) => sagas.act(tx, sagaId, { kind: 'compensate' }, { actor: 'ops', reason: 'fraud check' }));
+  await pump();
+  const frozen = await readSaga(db.sql, sagaId);
+  assert.deepEqual([frozen!.status, frozen!.attentionReason], ['needs_attention', 'compensation_refused']);
+
+  const sla = 3_600_000;
+  const reconciler = new Reconciler({ sql: db.sql, sagas, options: { graceMs: { 'saga-overdue': sla } } });
+  assert.equal((await reconciler.run('saga-overdue', { actor: 'test' })).counts.found, 0, 'within the SLA');
+  // An hour and a minute later, nobody has decided.
+  await db.sql`UPDATE saga_instance SET updated_at = now() - interval '61 minutes' WHERE saga_id = ${sagaId}`;
+  const run = await reconciler.run('saga-overdue', { actor: 'test' });
+  assert.deepEqual([run.status, run.counts.found], ['finished', 1]);
+  const [finding] = await listFindings(db.sql, { check: 'saga-overdue' }, 10, null);
+  assert.deepEqual(
+    [finding!.key, finding!.kind, finding!.status, finding!.observed.status, finding!.observed.attentionReason],
+    [sagaId, 'needs_attention', 'manual', 'needs_attention', 'compensation_refused'],
+  );
+  const done = await reconciler.repair('saga-overdue', { actor: 'ops', reason: 'look', dryRun: false });
+  assert.deepEqual([done.counts.planned, done.items.length], [0, 0]);
+  // The operator decides (close it by hand); the next run closes the finding.
+  await db.sql.begin((tx) =>
+    sagas.act(tx, sagaId, { kind: 'close' }, { actor: 'ops', reason: 'refund made by hand at the provider' }),
+  );
+  assert.equal((await reconciler.run('saga-overdue', { actor: 'test' })).counts.found, 0);
+  const [closed] = await listFindings(db.sql, { check: 'saga-overdue' }, 10, null);
+  assert.equal(closed!.status, 'resolved');
+  assert.equal((await readSaga(db.sql, sagaId))!.status, 'closed_manually');
 });

@@ -56,8 +56,9 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
   let after: { consumer: string; eventId: string } | null = null;
   for (;;) {
     const rows = await scheduledRetriesBefore(ctx.sql, cutoff, after, ctx.options.pageSize);
-    const hasJob = new Map<string, boolean>();
-    for (const r of rows) hasJob.set(rowKey(r), await schedulerFor(r.consumer_name).has(jobOf(r)));
+    // One page's lookups at once: a round trip each, pipelined on the scheduler's connection.
+    const found = await Promise.all(rows.map((r) => schedulerFor(r.consumer_name).has(jobOf(r))));
+    const hasJob = new Map(rows.map((r, i) => [rowKey(r), found[i]!] as const));
     if (rows.length > 0) yield { scanned: rows.length, findings: judgeRetryJobs({ rows, hasJob }, ctx.now()) };
     if (rows.length < ctx.options.pageSize) return;
     const last = rows[rows.length - 1]!;
