@@ -7,7 +7,7 @@ import { HELP, parseOptions, type BenchOptions } from './options.ts';
 import { plan } from './plan.ts';
 import { markdownTable, Report, textTable } from './report.ts';
 import { cleanupAll } from './support.ts';
-import { stopAllRoles } from './workload/processes.ts';
+import { profileRolesInto, stopAllRoles } from './workload/processes.ts';
 
 async function main(argv: string[]): Promise<number> {
   const parsed = parseOptions(argv);
@@ -16,6 +16,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const { options } = parsed;
+  profileRolesInto(options.cpuProfDir);
   // As `npm test` does: the local stack starts what is not running (a cold start, jar download included, is not
   // timed); with DATABASE_URL, REDIS_URL and KAFKA_BROKERS all set it starts nothing and checks they answer.
   await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });

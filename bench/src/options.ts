@@ -43,6 +43,8 @@ export interface BenchOptions {
   quick: boolean;
   json: string | null;
   markdown: string | null;
+  /** Where the spawned roles (`postbox relay`, `postbox consume`) write V8 CPU profiles, one per thread; null = off. */
+  cpuProfDir: string | null;
 }
 
 export const HELP = `npm run bench -- <scenario> [options]
@@ -74,6 +76,9 @@ options:
   --window MS       length of each time-bounded measurement (default 10000; quick 2000)
   --json FILE       write the result as JSON (stable keys: see README, Benchmarks)
   --markdown FILE   write the results table as markdown
+  --cpu-prof DIR    spawned relay and consumer processes write V8 CPU profiles (every thread) under DIR/<role>;
+                    summarise with: npm run profile-summary -- DIR (in-process scenarios: run the bench itself
+                    under node --cpu-prof)
   --quick           small runs: all finishes in under 5 minutes
   -h, --help        this text`;
 
@@ -97,6 +102,7 @@ export function parseOptions(argv: string[]): Parsed {
       window: { type: 'string' },
       json: { type: 'string' },
       markdown: { type: 'string' },
+      'cpu-prof': { type: 'string' },
     },
   });
   if (values.help) return { help: true };
@@ -127,6 +133,7 @@ export function parseOptions(argv: string[]): Parsed {
       quick,
       json: values.json ?? null,
       markdown: values.markdown ?? null,
+      cpuProfDir: values['cpu-prof'] ?? null,
     },
   };
 }

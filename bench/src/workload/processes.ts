@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -52,8 +53,18 @@ export function spawnConsumer(o: {
   });
 }
 
+let cpuProfDir: string | null = null;
+
+/** From now on, spawned roles write V8 CPU profiles (one per thread, at exit) under `dir/<role label>`. */
+export function profileRolesInto(dir: string | null): void {
+  cpuProfDir = dir;
+}
+
 function spawnRole(role: string, args: string[], env: Record<string, string>): RoleProcess {
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', POSTBOX, ...args], {
+  const profile = cpuProfDir
+    ? ['--cpu-prof', `--cpu-prof-dir=${join(cpuProfDir, role.replace(/[^A-Za-z0-9_.-]+/g, '-'))}`]
+    : [];
+  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', ...profile, POSTBOX, ...args], {
     env: { ...process.env, REDIS_URL: stack.REDIS_URL, KAFKA_BROKERS: stack.KAFKA_BROKERS, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -15,7 +15,7 @@ export {
   type ConsumerLimits,
   type RetryInput,
 } from './consumer/definition.ts';
-export type { Handler, HandlerContext } from './consumer/handler.ts';
+export type { BatchHandler, BatchItem, Handler, HandlerContext } from './consumer/handler.ts';
 export {
   PostboxError,
   EnvelopeValidationError,

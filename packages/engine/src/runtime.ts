@@ -8,7 +8,7 @@ export { Consumer, type ConsumerStats } from './consumer/consumer.ts';
 export { consumeBatch, type ConsumeStepDeps } from './consumer/consume-step.ts';
 export { inlineConsumeExecutor, type ConsumeExecutor } from './consumer/executor.ts';
 export { encodeTask, type ConsumeTask, type ConsumeTaskResult } from './consumer/wire.ts';
-export { loadHandler } from './consumer/handler.ts';
+export { loadHandler, loadHandlerModule } from './consumer/handler.ts';
 export { consumerSql } from './consumer/pool.ts';
 export { registerConsumer } from './queries/consumer-registry.ts';
 export { classify } from './retry/classify.ts';

@@ -2,7 +2,7 @@
 // its PostgreSQL pool (limits.databasePoolSize); a task is one packed batch of records of distinct aggregates,
 // run in one engine-owned transaction (see engine consumer/consume-step.ts). Only bytes and counts cross over.
 import { workerData } from 'node:worker_threads';
-import { consumeBatch, consumerSql, loadHandler, type ConsumeTask } from '@postbox/engine/runtime';
+import { consumeBatch, consumerSql, loadHandlerModule, type ConsumeTask } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { startThreadTelemetry } from './thread-telemetry.ts';
 
@@ -11,9 +11,9 @@ const data = workerData as ConsumeWorkerData;
 async function open() {
   await startThreadTelemetry(data.telemetry, process.env);
   const { definition } = data;
-  const handler = await loadHandler(definition.handler);
+  const { handler, batch } = await loadHandlerModule(definition.handler);
   const sql = consumerSql(definition, data.databaseUrl);
-  return (task: ConsumeTask) => consumeBatch({ sql, handler, definition }, task);
+  return (task: ConsumeTask) => consumeBatch({ sql, handler, batchHandler: batch, definition }, task);
 }
 
 export default open();

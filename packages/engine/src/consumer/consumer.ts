@@ -193,12 +193,19 @@ export class Consumer {
     return taken;
   }
 
-  /** Dispatches ready heads to the executor while it has room: at most 2 tasks per thread. */
+  /**
+   * Dispatches ready heads to the executor while it has room: one task per thread at once, a second per thread
+   * only when a full batch is ready. Group commit: while every thread has a transaction open, what arrives waits
+   * to join the next batch rather than start a transaction of its own — under load a task carries many events
+   * (one commit, one fsync for all), and a thread that goes idle still takes whatever is ready at once.
+   */
   #pump(): void {
     if (this.#state !== 'running') return;
-    const maxTasks = Math.max(1, this.#executor.concurrency * 2);
-    while (this.#tasks.size < maxTasks && this.#queues.readyCount > 0) {
-      this.#dispatch(this.#queues.take(this.definition.limits.maxBatchEvents));
+    const threads = Math.max(1, this.#executor.concurrency);
+    const { maxBatchEvents } = this.definition.limits;
+    while (this.#tasks.size < threads * 2 && this.#queues.readyCount > 0) {
+      if (this.#tasks.size >= threads && this.#queues.readyCount < maxBatchEvents) break;
+      this.#dispatch(this.#queues.take(maxBatchEvents));
     }
   }
 

@@ -26,7 +26,7 @@ test('defineConsumer refuses bad input loudly, naming the field and the fix', ()
     ],
     [{ name: 'a', topics: ['t'], handler, limits: { threads: 0 } }, /limits.threads must be an integer ≥ 1/],
     [
-      { name: 'a', topics: ['t'], handler, limits: { maxBatchEvents: 2000 } },
+      { name: 'a', topics: ['t'], handler, limits: { maxBatchEvents: 5000 } },
       /must not exceed limits.maxInFlightEvents/,
     ],
     [

@@ -1,6 +1,6 @@
 import { consumeBatch } from './consume-step.ts';
 import type { ConsumerDefinition } from './definition.ts';
-import { loadHandler } from './handler.ts';
+import { loadHandlerModule } from './handler.ts';
 import { consumerSql } from './pool.ts';
 import type { ConsumeTask, ConsumeTaskResult } from './wire.ts';
 
@@ -15,11 +15,14 @@ export interface ConsumeExecutor {
 /** The consume step on the calling thread, with its own pool: for tests, debugging and threads = 0. */
 export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUrl: string): ConsumeExecutor {
   const sql = consumerSql(definition, databaseUrl);
-  const handler = loadHandler(definition.handler);
+  const handlers = loadHandlerModule(definition.handler);
   let closed: Promise<void> | null = null;
   return {
     concurrency: 1,
-    run: async (task) => consumeBatch({ sql, handler: await handler, definition }, task),
+    run: async (task) => {
+      const { handler, batch } = await handlers;
+      return consumeBatch({ sql, handler, batchHandler: batch, definition }, task);
+    },
     close() {
       closed ??= sql.end({ timeout: 5 });
       return closed;

@@ -17,16 +17,51 @@ export interface HandlerContext {
  */
 export type Handler = (event: Envelope, tx: Tx, context: HandlerContext) => Promise<void>;
 
-/** Loads a handler module (once per worker thread) and checks its shape. */
+/** One event of a batch handed to a batch handler, with its context. */
+export interface BatchItem {
+  event: Envelope;
+  context: HandlerContext;
+}
+
+/**
+ * A handler module's optional `handleBatch` export: the events a task applies together — distinct aggregates,
+ * each already past the inbox and the version gate — in one call, so their effect can be written set-based
+ * (one statement for all rather than one per event). Same rules as a Handler: write with `tx` only; a throw
+ * rolls the whole batch back, and each event is then applied alone (through the same function, a batch of one)
+ * so the failure is pinned on the event that caused it.
+ */
+export type BatchHandler = (batch: readonly BatchItem[], tx: Tx) => Promise<void>;
+
+/** A loaded handler module: the per-event handler, and the batch handler when the module has one. */
+export interface HandlerModule {
+  handler: Handler;
+  batch: BatchHandler | null;
+}
+
+/** Loads a handler module (once per worker thread) and checks its shape; see loadHandlerModule. */
 export async function loadHandler(url: string): Promise<Handler> {
-  let module: { default?: unknown };
+  return (await loadHandlerModule(url)).handler;
+}
+
+/**
+ * Loads a handler module: a default export (per event), a `handleBatch` export (per task), or both. A module
+ * with only `handleBatch` handles a single event as a batch of one.
+ */
+export async function loadHandlerModule(url: string): Promise<HandlerModule> {
+  let module: { default?: unknown; handleBatch?: unknown };
   try {
-    module = (await import(url)) as { default?: unknown };
+    module = (await import(url)) as { default?: unknown; handleBatch?: unknown };
   } catch (cause) {
     throw new ConfigError(`handler module ${url} could not be loaded: ${(cause as Error).message}`, { cause });
   }
-  if (typeof module.default !== 'function') {
-    throw new ConfigError(`handler module ${url} must have a default export: async (event, tx, context) => void`);
+  const one = typeof module.default === 'function' ? (module.default as Handler) : null;
+  if (module.handleBatch !== undefined && typeof module.handleBatch !== 'function')
+    throw new ConfigError(`handler module ${url}: handleBatch must be a function: async (batch, tx) => void`);
+  const batch = (module.handleBatch as BatchHandler | undefined) ?? null;
+  if (!one && !batch) {
+    throw new ConfigError(
+      `handler module ${url} must have a default export: async (event, tx, context) => void, or a handleBatch export: async (batch, tx) => void`,
+    );
   }
-  return module.default as Handler;
+  return { handler: one ?? ((event, tx, context) => batch!([{ event, context }], tx)), batch };
 }

@@ -2,13 +2,15 @@ import type { Sql } from '../db/connect.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import type { ProcessSpans } from '../telemetry/process-spans.ts';
 import type { ConsumerDefinition } from './definition.ts';
-import type { Handler } from './handler.ts';
+import type { BatchHandler, Handler } from './handler.ts';
 import type { WireRecord } from './wire.ts';
 
 /** What the consume step needs: a pool, the handler, and the parts of the definition it reads. */
 export interface ConsumeStepDeps {
   sql: Sql;
   handler: Handler;
+  /** The module's handleBatch: a task's events applied in one call. @defaultValue none: the handler per event */
+  batchHandler?: BatchHandler | null;
   definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'> &
     Partial<Pick<ConsumerDefinition, 'groupId'>>;
 }

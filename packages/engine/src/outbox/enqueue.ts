@@ -94,8 +94,7 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       replaces_event_id: input.replaces_event_id ?? null,
     });
   }
-  await insertOutboxRows(tx, rows);
-  markDirty(tx);
+  markDirty(tx, await insertOutboxRows(tx, rows));
   return envelopes;
 }
 

@@ -1,6 +1,6 @@
 import type { Sql, Tx } from '../db/connect.ts';
 import { failpoint } from '../testing/failpoint.ts';
-import { isDirty } from './dirty.ts';
+import { dirtyLanes, isDirty } from './dirty.ts';
 import type { Waker } from './wake.ts';
 
 /**
@@ -9,14 +9,16 @@ import type { Waker } from './wake.ts';
  */
 export async function transaction<T>(sql: Sql, waker: Waker, fn: (tx: Tx) => Promise<T>): Promise<T> {
   let wrote = false;
+  let lanes: number[] = [];
   const result = await sql.begin(async (tx) => {
     const value = await fn(tx);
     wrote = isDirty(tx);
+    lanes = dirtyLanes(tx);
     return value;
   });
   if (wrote) {
     failpoint('outbox.after-commit');
-    waker.wake();
+    waker.wake(lanes);
   }
   return result as T;
 }

@@ -37,12 +37,14 @@ const COLUMNS = [
 
 /**
  * Inserts outbox rows as `pending`, in one multi-row statement.
- * Parameters: the rows. Returns: nothing. Locks: the new rows; the UNIQUE (aggregate_id, aggregate_version)
+ * Parameters: the rows. Returns: the lanes the rows fell in (the relay wakes only those). Locks: the new rows; the UNIQUE (aggregate_id, aggregate_version)
  * and event_id keys make a second writer of the same version wait for the first and then fail with 23505.
  */
-export async function insertOutboxRows(tx: Queryable, rows: OutboxInsertRow[]): Promise<void> {
-  if (rows.length === 0) return;
+export async function insertOutboxRows(tx: Queryable, rows: OutboxInsertRow[]): Promise<number[]> {
+  if (rows.length === 0) return [];
   // jsonb typed by the client, as every jsonb parameter of Postbox is (queries/audit.ts), not left to inference.
   const values = rows.map((r) => (r.extensions === null ? r : { ...r, extensions: tx.json(r.extensions) }));
-  await tx`INSERT INTO message_outbox ${tx(values as never, COLUMNS as never)}`;
+  const inserted = await tx<{ lane: number }[]>`
+    INSERT INTO message_outbox ${tx(values as never, COLUMNS as never)} RETURNING lane`;
+  return [...new Set(inserted.map((r) => r.lane))];
 }

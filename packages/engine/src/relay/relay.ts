@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Sql } from '../db/connect.ts';
-import { WAKE_CHANNEL } from '../outbox/wake.ts';
+import { parseWakePayload, WAKE_CHANNEL } from '../outbox/wake.ts';
 import { laneHasForeignLeases } from '../queries/outbox-claim.ts';
 import { leaveRelaySet } from '../queries/relay-lanes.ts';
 import { releaseLeases } from '../queries/outbox-settle.ts';
@@ -91,7 +91,7 @@ export class Relay {
     if (this.#state !== 'created') throw new Error(`relay ${this.owner} was already started`);
     this.#state = 'running';
     try {
-      const listener = await this.#sql.listen(WAKE_CHANNEL, () => this.wake());
+      const listener = await this.#sql.listen(WAKE_CHANNEL, (payload) => this.wake(parseWakePayload(payload)));
       this.#unlisten = () => listener.unlisten();
     } catch (cause) {
       // Without LISTEN the poll still finds everything, only later.
@@ -103,10 +103,21 @@ export class Relay {
     this.#log.info({ lanes: [...this.#lanes.keys()] }, 'relay started');
   }
 
-  /** Makes every idle lane due now (a commit wrote outbox rows). */
-  wake(): void {
+  /**
+   * Makes idle lanes due now (a commit wrote outbox rows): the lanes named, or every lane (null, or nothing
+   * named). A busy lane named runs again as soon as its cycle ends, with what accumulated meanwhile.
+   */
+  wake(lanes: readonly number[] | null = null): void {
     const now = Date.now();
-    for (const lane of this.#lanes.values()) if (lane.pausedUntil <= now) lane.nextAt = Math.min(lane.nextAt, now);
+    const due = (lane: LaneState) => {
+      if (lane.pausedUntil <= now) lane.nextAt = Math.min(lane.nextAt, now);
+    };
+    if (lanes === null || lanes.length === 0) for (const lane of this.#lanes.values()) due(lane);
+    else
+      for (const l of lanes) {
+        const lane = this.#lanes.get(l);
+        if (lane) due(lane);
+      }
     this.#schedule();
   }
 
