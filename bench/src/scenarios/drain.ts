@@ -3,6 +3,7 @@ import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
 import { benchDatabase, benchTopic, deleteTopics, perSecond, progressBar } from '../support.ts';
 import { fillOutbox } from '../workload/fill.ts';
+import { describeCpu, startCpuMeter } from '../workload/cpu.ts';
 import { startRoles, untilCommitted } from '../workload/roles.ts';
 
 /**
@@ -35,10 +36,12 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
       progressBar('fill outbox (drain)', events),
     );
     const started = performance.now();
+    const cpu = startCpuMeter({ relay: roles.relay.pid, consumer: roles.consumer.pid });
     waker.wake();
     const bar = progressBar('drain: outbox → consumer commit', events);
     await untilCommitted(roles, events + 1, 600_000, (n) => bar(Math.max(0, n - 1)));
     const seconds = (performance.now() - started) / 1000;
+    const cpuPerEvent = cpu.perEvent(events);
     const eventsPerSecond = perSecond(events, seconds);
     const stages = {
       claimMark: report.baseline('claimMark'),
@@ -55,6 +58,7 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
       seconds,
       relayThreads,
       consumerThreads: defaultConsumerLimits.threads,
+      cpuMicrosecondsPerEvent: cpuPerEvent,
     };
     report.row(
       'drain',
@@ -63,6 +67,7 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
       [[`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])]],
       `relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr. (processes)`,
     );
+    report.row('drain', 'drain: CPU per event (process CPU time ÷ events)', '', [], describeCpu(cpuPerEvent));
   } finally {
     await roles.stop();
     await db.drop();

@@ -3,6 +3,7 @@ import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
 import { benchDatabase, benchTopic, deleteTopics, perSecond, progressBar } from '../support.ts';
 import { engineOrderWriter, placeOrders } from '../workload/business.ts';
+import { describeCpu, startCpuMeter } from '../workload/cpu.ts';
 import { startRoles, untilCommitted } from '../workload/roles.ts';
 
 /**
@@ -33,11 +34,13 @@ export async function e2eScenario({ options, report }: Bench): Promise<void> {
     const writer = engineOrderWriter(db.sql, waker, { topic, payload: options.payload, prefix: 'e2e' });
     const bar = progressBar(`e2e (${concurrency} producers)`, events);
     const started = performance.now();
+    const cpu = startCpuMeter({ relay: roles.relay.pid, consumer: roles.consumer.pid, producer: true });
     await placeOrders(writer, events, concurrency, (n) => n % 500 === 0 && bar(n));
     const produced = performance.now();
     const lagEvents = events - ((await roles.committed()) - 1);
     await untilCommitted(roles, events + 1, 600_000, (n) => bar(Math.max(0, n - 1)));
     const finished = performance.now();
+    const cpuPerEvent = cpu.perEvent(events);
     const [clock] = await db.sql<{ seconds: number }[]>`
       SELECT extract(epoch FROM max(p.updated_at) - min(o.created_at))::float8 AS seconds
       FROM message_outbox o JOIN demo_order_projection p ON p.order_id = o.aggregate_id
@@ -57,6 +60,7 @@ export async function e2eScenario({ options, report }: Bench): Promise<void> {
       tailSeconds: (finished - produced) / 1000,
       relayThreads,
       consumerThreads: defaultConsumerLimits.threads,
+      cpuMicrosecondsPerEvent: cpuPerEvent,
     };
     report.row(
       'e2e',
@@ -79,6 +83,7 @@ export async function e2eScenario({ options, report }: Bench): Promise<void> {
       [],
       `${(lagEvents / producerRate).toFixed(2)} s of production (target < 1 s)`,
     );
+    report.row('e2e', 'e2e: CPU per event (process CPU time ÷ events)', '', [], describeCpu(cpuPerEvent));
   } finally {
     await roles.stop();
     await db.drop();

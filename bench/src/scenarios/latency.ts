@@ -17,6 +17,8 @@ export interface LatencyLevel {
   p95Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** The trip split where the outbox row was marked published (after the broker's ack): relay, then consumer. */
+  stages: { relayP50Ms: number; relayP99Ms: number; consumerP50Ms: number; consumerP99Ms: number };
 }
 
 /**
@@ -85,7 +87,14 @@ export async function latencyScenario({ options, report }: Bench): Promise<void>
         `latency at ${pct} % of e2e max (${rate(l.offeredPerSecond)})`,
         `p50 ${ms(l.p50Ms)}  p95 ${ms(l.p95Ms)}  p99 ${ms(l.p99Ms)}  max ${ms(l.maxMs)}`,
         [],
-        note + (l.shed > 0 ? ` ${l.shed} arrivals shed` : ''),
+        [
+          note,
+          `relay (commit → marked published) p50 ${ms(l.stages.relayP50Ms)} p99 ${ms(l.stages.relayP99Ms)};`,
+          `consumer (marked → applied) p50 ${ms(l.stages.consumerP50Ms)} p99 ${ms(l.stages.consumerP99Ms)}`,
+          l.shed > 0 ? `${l.shed} arrivals shed` : '',
+        ]
+          .filter(Boolean)
+          .join(' '),
       );
     }
   } finally {
@@ -101,11 +110,26 @@ const ms = (v: number) => `${v.toFixed(1)} ms`;
 async function percentiles(
   sql: Sql,
   prefix: string,
-): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs'>> {
-  const [row] = await sql<{ p: number[]; max: number }[]>`
-    SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p, max(ms) AS max
-    FROM (SELECT extract(epoch FROM p.updated_at - o.created_at)::float8 * 1000 AS ms
+): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs' | 'stages'>> {
+  const [row] = await sql<{ p: number[]; max: number; relay: number[]; consumer: number[] }[]>`
+    SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p, max(ms) AS max,
+           percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY relay_ms) AS relay,
+           percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY consumer_ms) AS consumer
+    FROM (SELECT extract(epoch FROM p.updated_at - o.created_at)::float8 * 1000 AS ms,
+                 extract(epoch FROM o.published_at - o.created_at)::float8 * 1000 AS relay_ms,
+                 extract(epoch FROM p.updated_at - o.published_at)::float8 * 1000 AS consumer_ms
           FROM message_outbox o JOIN demo_order_projection p ON p.order_id = o.aggregate_id
           WHERE o.aggregate_id LIKE ${`${prefix}-%`}) AS l`;
-  return { p50Ms: row!.p[0]!, p95Ms: row!.p[1]!, p99Ms: row!.p[2]!, maxMs: row!.max };
+  return {
+    p50Ms: row!.p[0]!,
+    p95Ms: row!.p[1]!,
+    p99Ms: row!.p[2]!,
+    maxMs: row!.max,
+    stages: {
+      relayP50Ms: row!.relay[0]!,
+      relayP99Ms: row!.relay[1]!,
+      consumerP50Ms: row!.consumer[0]!,
+      consumerP99Ms: row!.consumer[1]!,
+    },
+  };
 }

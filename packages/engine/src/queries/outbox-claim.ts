@@ -16,44 +16,55 @@ export interface ClaimedRow {
   /** CloudEvents extension attributes; null (or absent, for rows built outside the claim) when none. */
   extensions?: Record<string, string> | null;
   attempts: number;
+  /** The row's lane (absent for rows built outside the claim). */
+  lane?: number;
 }
 
 export interface ClaimRequest {
-  lane: number;
+  /** The lanes to claim from: the head of each, up to `limit` rows in all. */
+  lanes: number[];
   owner: string;
   limit: number;
   leaseMs: number;
 }
 
 /**
- * Claims the head of one lane: up to `limit` rows in sequence order that are pending and due, or whose lease
- * expired (a relay died after claiming them: they are re-sent with the same event_id), stopping at the first
- * row of the lane that is neither — a row waiting out its backoff, or one leased (a claim whose reply was lost:
- * the fault suite's dropped UPDATE replies let the next cycle claim v6 while v5 sat leased, and v6 reached the
- * topic first). Marks them `publishing` with a lease and counts the attempt. Runs only while `owner` holds the
- * lane's lease, so a relay that lost its lane claims nothing.
+ * Claims the heads of lanes: per lane, rows in sequence order that are pending and due, or whose lease expired
+ * (a relay died after claiming them: they are re-sent with the same event_id), stopping at the first row of the
+ * lane that is neither — a row waiting out its backoff, or one leased (a claim whose reply was lost: the fault
+ * suite's dropped UPDATE replies let the next cycle claim v6 while v5 sat leased, and v6 reached the topic
+ * first); up to `limit` rows over all the lanes, lowest sequence first (so each lane's share is a prefix of its
+ * head). Marks them `publishing` with a lease and counts the attempt. Only lanes whose lease `owner` holds are
+ * read, so a relay that lost a lane claims nothing in it. Several lanes in one claim is how a relay under a live
+ * load sends one batch for what committed across its lanes, rather than a cycle per lane of an event or two.
  * Returns: the claimed rows, in sequence order. Locks: the claimed rows until commit (SKIP LOCKED: a concurrent
  * claimer skips them rather than waiting). Runs in its own short transaction; publishing happens after commit.
  */
 export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<ClaimedRow[]> {
   return sql<ClaimedRow[]>`
-    WITH lane AS (
-      SELECT 1 FROM relay_lane WHERE lane = ${r.lane} AND owner = ${r.owner} AND lease_until > now()
+    WITH owned AS (
+      SELECT lane FROM relay_lane
+      WHERE lane = ANY (${r.lanes}::smallint[]) AND owner = ${r.owner} AND lease_until > now()
     ), head AS (
-      SELECT event_id, seq,
-             (status = 'pending' AND available_at <= now()) OR (status = 'publishing' AND lease_until < now()) AS ready
-      FROM message_outbox
-      WHERE lane = ${r.lane}
-        AND status IN ('pending', 'publishing')
-        AND EXISTS (SELECT 1 FROM lane)
-      ORDER BY seq
-      LIMIT ${r.limit}
+      SELECT h.event_id, h.seq, h.lane, h.ready
+      FROM owned l CROSS JOIN LATERAL (
+        SELECT event_id, seq, lane,
+               (status = 'pending' AND available_at <= now()) OR (status = 'publishing' AND lease_until < now()) AS ready
+        FROM message_outbox
+        WHERE lane = l.lane AND status IN ('pending', 'publishing')
+        ORDER BY seq
+        LIMIT ${r.limit}
+      ) h
+    ), blocked AS (
+      SELECT lane, min(seq) AS first FROM head WHERE NOT ready GROUP BY lane
     ), picked AS (
       SELECT o.event_id
       FROM message_outbox o
       JOIN head h ON h.event_id = o.event_id
-      WHERE h.ready AND h.seq < coalesce((SELECT min(seq) FROM head WHERE NOT ready), 9223372036854775807)
+      LEFT JOIN blocked b ON b.lane = h.lane
+      WHERE h.ready AND (b.first IS NULL OR h.seq < b.first)
       ORDER BY o.seq
+      LIMIT ${r.limit}
       FOR UPDATE OF o SKIP LOCKED
     )
     UPDATE message_outbox AS o
@@ -65,7 +76,7 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
     WHERE o.event_id = picked.event_id
     RETURNING o.seq, o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::text AS aggregate_version,
               o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.deadline, o.extensions,
-              o.attempts`.then((rows) =>
+              o.attempts, o.lane`.then((rows) =>
     [...rows].sort(
       (a, b) => Number((a as unknown as { seq: string }).seq) - Number((b as unknown as { seq: string }).seq),
     ),

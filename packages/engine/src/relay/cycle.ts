@@ -9,20 +9,29 @@ import { recordSendSpan, tracingOff, type SentMessage } from '../telemetry/traci
 import type { RelayOptions } from './options.ts';
 import { recordBytes, toRecord } from './record.ts';
 
-/** One unit of relay work: a batch from one lane. Small and structured-clone friendly (it crosses threads). */
+/**
+ * One unit of relay work: a batch from the heads of one or more lanes (never a lane in two cycles at once). Small
+ * and structured-clone friendly (it crosses threads).
+ */
 export interface LaneTask {
-  lane: number;
+  lanes: number[];
   owner: string;
 }
 
 export interface CycleResult {
-  lane: number;
+  lanes: number[];
   claimed: number;
+  /** Rows claimed per lane (lanes that had none are absent). */
+  claimedByLane: Record<number, number>;
   published: number;
   rescheduled: number;
   failed: number;
-  /** Set when the lane must wait before its next claim (a transient failure); keeps the lane's order. */
+  /**
+   * Set when lanes must wait before their next claim (a transient failure): `pausedLanes`, those of the rows
+   * returned to pending; keeps each lane's order.
+   */
   pauseMs: number | null;
+  pausedLanes: number[];
   /** The first error seen, for the relay's log (no payloads in it), with the event it happened to. */
   error: { code: string; kind: string; message: string; event?: FailedEvent } | null;
   /**
@@ -71,22 +80,25 @@ export interface CycleDeps {
 export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<CycleResult> {
   const { sql, publisher, options } = deps;
   const result: CycleResult = {
-    lane: task.lane,
+    lanes: task.lanes,
     claimed: 0,
+    claimedByLane: {},
     published: 0,
     rescheduled: 0,
     failed: 0,
     pauseMs: null,
+    pausedLanes: [],
     error: null,
   };
   const rows = await claimLaneBatch(sql, {
-    lane: task.lane,
+    lanes: task.lanes,
     owner: task.owner,
     limit: options.batchSize,
     leaseMs: options.leaseMs,
   });
   result.claimed = rows.length;
   if (rows.length === 0) return result;
+  for (const row of rows) result.claimedByLane[row.lane!] = (result.claimedByLane[row.lane!] ?? 0) + 1;
 
   const oversize: ClaimedRow[] = [];
   const sendable: ClaimedRow[] = [];
@@ -156,7 +168,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
       report.rescheduled(row, outcome.error.code);
     }
   });
-  if (spanned) recordSendSpan(task.lane, started, spanned);
+  if (spanned) recordSendSpan(task.lanes.length === 1 ? task.lanes[0]! : null, started, spanned);
 
   if (positions.length > 0) failpoint('relay.after-publish-before-mark');
   result.published = await markPublished(sql, positions);
@@ -179,6 +191,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
       describe(firstError!, attempt + 1),
     );
     result.pauseMs = delay;
+    result.pausedLanes = [...new Set(retry.map((r) => r.lane!))];
   }
   if (firstError) {
     const e: PostboxError = firstError;

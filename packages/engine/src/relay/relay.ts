@@ -42,6 +42,8 @@ interface LaneState {
   nextAt: number;
   pausedUntil: number;
   errors: number;
+  /** Its last claim came back full: it has a backlog, and gets a cycle of its own (see #schedule). */
+  hot: boolean;
 }
 
 /**
@@ -72,6 +74,8 @@ export class Relay {
   #state: 'created' | 'running' | 'stopping' | 'stopped' = 'created';
   #balanceTimer: NodeJS.Timeout | null = null;
   #wakeTimer: NodeJS.Timeout | null = null;
+  /** The cycle the due lanes without a backlog share is running (one at a time: see #schedule). */
+  #sharedBusy = false;
   #unlisten: (() => Promise<void>) | null = null;
   #balancing: Promise<void> | null = null;
   #stopped: Promise<void> | null = null;
@@ -170,7 +174,15 @@ export class Relay {
       const changes = await balanceLanes(this.#sql, this.owner, this.#options.laneLeaseMs, new Set(this.#lanes.keys()));
       for (const lane of changes.lost) this.#lanes.delete(lane);
       for (const lane of changes.gained) {
-        this.#lanes.set(lane, { busy: false, releasing: false, takeover: true, nextAt: 0, pausedUntil: 0, errors: 0 });
+        this.#lanes.set(lane, {
+          busy: false,
+          releasing: false,
+          takeover: true,
+          nextAt: 0,
+          pausedUntil: 0,
+          errors: 0,
+          hot: false,
+        });
       }
       for (const lane of changes.surplus) {
         const state = this.#lanes.get(lane);
@@ -212,18 +224,32 @@ export class Relay {
     }
   }
 
+  /**
+   * Starts cycles for the idle lanes that are due, as many at once as maxInFlight allows. A lane with a backlog
+   * (its last claim came back full) or just taken over gets a cycle of its own; all other due lanes share one
+   * cycle — one claim, one send, one mark for what committed across them — and only one shared cycle runs at a
+   * time: what commits while it runs waits for it and goes in the next (group commit). Under a live load that is
+   * what keeps batches from shrinking to an event or two per lane and per wake-up; draining a backlog, every
+   * lane is hot and they run side by side as before.
+   */
   #schedule(): void {
     if (this.#state !== 'running') return;
     const now = Date.now();
     let soonest = Infinity;
+    const solo: number[] = [];
+    const shared: number[] = [];
     for (const [lane, state] of this.#lanes) {
       if (state.busy || state.releasing) continue;
       if (state.nextAt > now) {
         soonest = Math.min(soonest, state.nextAt);
         continue;
       }
+      (state.hot || state.takeover ? solo : shared).push(lane);
+    }
+    const groups = [...solo.map((lane) => [lane]), ...(shared.length > 0 && !this.#sharedBusy ? [shared] : [])];
+    for (const lanes of groups) {
       if (this.#inFlight.size >= this.#options.maxInFlight) break;
-      this.#startCycle(lane, state);
+      this.#startCycle(lanes, lanes === shared);
     }
     if (this.#wakeTimer) clearTimeout(this.#wakeTimer);
     this.#wakeTimer = null;
@@ -232,28 +258,31 @@ export class Relay {
     }
   }
 
-  #startCycle(lane: number, state: LaneState): void {
-    state.busy = true;
-    const run = this.#cycle(lane, state).finally(() => {
-      state.busy = false;
+  #startCycle(lanes: number[], shared: boolean): void {
+    const states = lanes.map((lane) => this.#lanes.get(lane)!);
+    for (const state of states) state.busy = true;
+    if (shared) this.#sharedBusy = true;
+    const run = this.#cycle(lanes, states).finally(() => {
+      for (const state of states) state.busy = false;
+      if (shared) this.#sharedBusy = false;
       this.#inFlight.delete(run);
       this.#schedule();
     });
     this.#inFlight.add(run);
   }
 
-  async #cycle(lane: number, state: LaneState): Promise<void> {
+  async #cycle(lanes: number[], states: LaneState[]): Promise<void> {
     try {
-      if (state.takeover) {
-        if (await laneHasForeignLeases(this.#sql, lane, this.owner)) {
-          state.nextAt = Date.now() + 1000;
+      // Only a lane alone is ever taken over (#schedule): it waits until the previous owner's leases are over.
+      if (lanes.length === 1 && states[0]!.takeover) {
+        if (await laneHasForeignLeases(this.#sql, lanes[0]!, this.owner)) {
+          states[0]!.nextAt = Date.now() + 1000;
           return;
         }
-        state.takeover = false;
+        states[0]!.takeover = false;
       }
-      const result = await this.#executor.run({ lane, owner: this.owner });
+      const result = await this.#executor.run({ lanes, owner: this.owner });
       this.#record(result);
-      state.errors = 0;
       // The first cycle to succeed after a failure streak shows the path works again: the lanes still waiting out
       // the backoff their failures earned (up to the cap, two minutes) try now. The lane renewal's recovery alone
       // was not enough: cycles kept failing for a while after it (the worker's pool reconnecting, the broker coming
@@ -261,19 +290,30 @@ export class Relay {
       if (this.#cycleStreak.count > 0) this.#retryFailedLanesNow();
       this.#cycleStreak.succeeded();
       const now = Date.now();
-      if (result.pauseMs !== null) {
-        state.pausedUntil = now + result.pauseMs;
-        state.nextAt = state.pausedUntil;
-      } else {
-        state.nextAt = result.claimed >= this.#options.batchSize ? now : now + this.#options.pollMs;
-      }
+      const full = result.claimed >= this.#options.batchSize;
+      const paused = new Set(result.pausedLanes);
+      lanes.forEach((lane, i) => {
+        const state = states[i]!;
+        state.errors = 0;
+        state.hot = full && (result.claimedByLane[lane] ?? 0) > 0;
+        if (result.pauseMs !== null && paused.has(lane)) {
+          state.pausedUntil = now + result.pauseMs;
+          state.nextAt = state.pausedUntil;
+        } else {
+          // A full claim may have left rows in any of its lanes (the limit is shared): all go again at once.
+          state.nextAt = full ? now : now + this.#options.pollMs;
+        }
+      });
     } catch (cause) {
       // The database or the worker failed: the rows stay leased and are re-sent after the lease if need be.
       this.#stats.errors++;
-      state.errors++;
-      const delay = Math.max(100, backoffDelayMs(state.errors, this.#options.backoff));
-      state.nextAt = Date.now() + delay;
-      this.#cycleStreak.failed(cause, { lane, retryInMs: delay });
+      let delay = 0;
+      for (const state of states) {
+        state.errors++;
+        delay = Math.max(100, backoffDelayMs(state.errors, this.#options.backoff));
+        state.nextAt = Date.now() + delay;
+      }
+      this.#cycleStreak.failed(cause, { lanes, retryInMs: delay });
     }
   }
 
@@ -287,7 +327,7 @@ export class Relay {
       const { code, kind, message, event } = result.error;
       this.#log.warn(
         {
-          lane: result.lane,
+          lanes: result.lanes,
           ...event,
           error_code: code,
           kind,
@@ -301,6 +341,6 @@ export class Relay {
     }
     // Each event the relay gave up on: it now needs an operator (replay after fixing the cause).
     for (const event of result.failedEvents ?? [])
-      this.#log.error({ lane: result.lane, ...event }, 'relay gave up on event: outbox row failed');
+      this.#log.error({ lanes: result.lanes, ...event }, 'relay gave up on event: outbox row failed');
   }
 }

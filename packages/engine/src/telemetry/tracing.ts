@@ -125,7 +125,7 @@ export interface SentMessage {
  * and so each message's partition and offset, exist only then). Each message is a link to its creation context
  * carrying that message's id, key, partition and offset; the span itself says what the batch shares.
  */
-export function recordSendSpan(lane: number, startTime: number, messages: SentMessage[]): void {
+export function recordSendSpan(lane: number | null, startTime: number, messages: SentMessage[]): void {
   if (messages.length === 0) return;
   const topics = new Set(messages.map((m) => m.topic));
   const topic = topics.size === 1 ? messages[0]!.topic : null;
@@ -136,7 +136,8 @@ export function recordSendSpan(lane: number, startTime: number, messages: SentMe
     span.setAttributes({
       ...messagingAttributes(OPERATION.send, topic),
       [ATTR.batchCount]: messages.length,
-      [POSTBOX_ATTR.lane]: lane,
+      // A send of several lanes' heads names none: each message's link carries its own key.
+      ...(lane === null ? {} : { [POSTBOX_ATTR.lane]: lane }),
     });
     if (partitions.size === 1 && messages[0]!.partition !== undefined)
       span.setAttribute(ATTR.partitionId, String(messages[0]!.partition));
