@@ -26,6 +26,18 @@ async function main(argv: string[]): Promise<number> {
   const report = new Report();
   const failures: Array<{ step: string; error: string }> = [];
   const steps: Record<string, number> = {};
+  const result = (complete: boolean) => ({
+    suite: 'postbox-bench',
+    format: 1,
+    startedAt,
+    seconds: (performance.now() - started) / 1000,
+    complete,
+    parameters: parameters(options),
+    ...env,
+    ...report.results,
+    stepSeconds: steps,
+    failures,
+  });
   for (const step of plan(options)) {
     process.stderr.write(`\n== ${step.kind} ${step.name}\n`);
     const t = performance.now();
@@ -39,6 +51,8 @@ async function main(argv: string[]): Promise<number> {
       await stopAllRoles();
     }
     steps[`${step.kind}.${step.name}`] = Math.round((performance.now() - t) / 100) / 10;
+    // A long run stopped early still leaves the figures of every step it finished.
+    if (options.json) await writeFile(options.json, `${JSON.stringify(result(false), null, 2)}\n`);
   }
   const seconds = (performance.now() - started) / 1000;
   // The machine is shared: the load around the run says how noisy its figures are.
@@ -46,18 +60,7 @@ async function main(argv: string[]): Promise<number> {
   console.log(
     `\n${textTable(report.rows)}\n\n${options.scenario}${options.quick ? ' --quick' : ''}: ${seconds.toFixed(0)} s`,
   );
-  const json = {
-    suite: 'postbox-bench',
-    format: 1,
-    startedAt,
-    seconds,
-    parameters: parameters(options),
-    ...env,
-    ...report.results,
-    stepSeconds: steps,
-    failures,
-  };
-  if (options.json) await writeFile(options.json, `${JSON.stringify(json, null, 2)}\n`);
+  if (options.json) await writeFile(options.json, `${JSON.stringify(result(true), null, 2)}\n`);
   if (options.markdown) await writeFile(options.markdown, markdownTable(report.rows, env, options, seconds));
   return failures.length > 0 ? 1 : 0;
 }
