@@ -27,7 +27,7 @@ const PER_EVENT_HANDLER = new URL('../workload/projection-handler.per-event.ts',
 /**
  * The consumer alone: a pre-filled topic of N events consumed into the inbox (+ projection) by the consumer
  * runtime with its default pool (2 threads × 2 connections), once with one transaction per event
- * (maxBatchEvents 1), once with shared transactions (the default, up to 200 events) and the per-event handler
+ * (maxBatchEvents 1), once with shared transactions (the default, up to 500 events) and the per-event handler
  * (one upsert per event, one after the other), once with shared transactions and the module's `handleBatch`
  * (one upsert per task: the figure compared with the raw batched inbox, which writes set-based too), and once
  * more with a wider prefetch (8000 events, 64 MiB), which shows what the default cap costs. Timed from the first

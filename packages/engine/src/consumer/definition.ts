@@ -15,7 +15,7 @@ export interface ConsumerLimits {
   maxInFlightEvents: number;
   /** Bytes of those events (values); over it, partitions pause. @defaultValue 16 MiB */
   maxInFlightBytes: number;
-  /** Events per worker task, i.e. per batch transaction. @defaultValue 200 */
+  /** Events per worker task, i.e. per batch transaction. @defaultValue 500 */
   maxBatchEvents: number;
   /** Worker threads (each loads the handler module once and owns a PostgreSQL pool). @defaultValue 2 */
   threads: number;
@@ -90,7 +90,7 @@ export interface ConsumerDefinition {
 export const defaultConsumerLimits: ConsumerLimits = {
   maxInFlightEvents: 4000,
   maxInFlightBytes: 16 * 1024 * 1024,
-  maxBatchEvents: 200,
+  maxBatchEvents: 500,
   threads: 2,
   databasePoolSize: 2,
   maxEventBytes: 1024 * 1024 + 64 * 1024,
