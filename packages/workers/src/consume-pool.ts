@@ -28,6 +28,7 @@ export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor 
     threads,
     threads * 4,
     telemetry,
+    options.definition.limits.workerHeapMb,
   );
   return {
     concurrency: threads,

@@ -8,7 +8,7 @@ export interface FixedPool {
 }
 
 /**
- * Threads live as long as the pool (a long idleTimeout: an idle thread that ended would drop its producer,
+ * Each thread's old-generation heap is bounded (`heapMb`; young generation 8 MiB). Threads live as long as the pool (a long idleTimeout: an idle thread that ended would drop its producer,
  * database pool and handler), the queue is bounded, and atomics are off so a thread waiting for its next task
  * keeps serving its sockets (piscina's default 'sync' parks the thread between tasks).
  */
@@ -18,6 +18,7 @@ export function fixedPool(
   threads: number,
   maxQueue: number,
   telemetry?: ThreadTelemetry,
+  heapMb = 256,
 ): FixedPool {
   const pool = new Piscina({
     filename: worker.href,
@@ -28,6 +29,9 @@ export function fixedPool(
     maxQueue,
     concurrentTasksPerWorker: 1,
     atomics: 'disabled',
+    // V8 sizes a thread's heap from the machine's memory and collects lazily up to there: bounded, the relay's and
+    // the consumer's threads hold what they use, not ≈ 300 MiB of garbage each (the backlog bench).
+    resourceLimits: { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: heapMb },
   });
   let closing: Promise<void> | null = null;
   return {

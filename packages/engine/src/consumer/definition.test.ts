@@ -25,6 +25,7 @@ test('defineConsumer refuses bad input loudly, naming the field and the fix', ()
       /schemaVersions.OrderPlaced must be a non-empty list/,
     ],
     [{ name: 'a', topics: ['t'], handler, limits: { threads: 0 } }, /limits.threads must be an integer ≥ 1/],
+    [{ name: 'a', topics: ['t'], handler, limits: { workerHeapMb: 16 } }, /limits.workerHeapMb must be at least 64/],
     [
       { name: 'a', topics: ['t'], handler, limits: { maxBatchEvents: 5000 } },
       /must not exceed limits.maxInFlightEvents/,

@@ -21,6 +21,13 @@ export interface ConsumerLimits {
   threads: number;
   /** PostgreSQL connections per thread. @defaultValue 2 */
   databasePoolSize: number;
+  /**
+   * Old-generation heap of each worker thread, MiB (its young generation is 8 MiB). V8 sizes heaps from the
+   * machine's memory and collects lazily up to there, so unbounded threads held ≈ 700 MiB of garbage while
+   * draining a backlog (the backlog bench); a thread over the bound is ended and replaced, and its task retried.
+   * Raise it for handlers that hold large data. @defaultValue 256
+   */
+  workerHeapMb: number;
   /** Largest record value accepted; larger is a permanent failure. @defaultValue 1 MiB + 64 KiB */
   maxEventBytes: number;
   /**
@@ -93,6 +100,7 @@ export const defaultConsumerLimits: ConsumerLimits = {
   maxBatchEvents: 500,
   threads: 2,
   databasePoolSize: 2,
+  workerHeapMb: 256,
   maxEventBytes: 1024 * 1024 + 64 * 1024,
   handlerConcurrency: 1,
   handlerTimeoutMs: 30_000,
@@ -137,6 +145,11 @@ export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
   for (const [key, value] of Object.entries(limits)) {
     if (!Number.isInteger(value) || value < 1)
       throw new ConfigError(`${where}: limits.${key} must be an integer ≥ 1, got ${JSON.stringify(value)}`);
+  }
+  if (limits.workerHeapMb < 64) {
+    throw new ConfigError(
+      `${where}: limits.workerHeapMb must be at least 64 (MiB of old-generation heap per worker thread), got ${limits.workerHeapMb}`,
+    );
   }
   if (limits.maxBatchEvents > limits.maxInFlightEvents) {
     throw new ConfigError(
