@@ -26,11 +26,6 @@ export interface KafkaPublisherOptions extends KafkaConnection {
  * the numbers of records the broker already holds, acknowledged at those records' offsets and never stored (the
  * fault suite's dropped produce replies found exactly this: "confirmed" events missing from the log). A send
  * that outlives its deadline abandons its producer for a fresh one, so its late retries cannot collide either.
- *
- * Sends queued behind the one in flight go together as one request when it returns (up to MERGE_BYTES): a relay
- * under a live load runs many small lane cycles, and one request per cycle, one at a time, made the producer the
- * queue every event waited in (the latency bench: the relay stage's p50 60 ms at half the e2e rate). Merging adds
- * no wait — the first send goes at once — and each caller still gets the outcome of its own records.
  */
 export class KafkaPublisher implements Publisher {
   readonly #options: KafkaPublisherOptions;
@@ -40,9 +35,8 @@ export class KafkaPublisher implements Publisher {
   // The partitioner is the one place kafkajs reveals which partition it chose for each message.
   readonly #chosen = new WeakMap<Message, number>();
   #connecting: { producer: Producer; promise: Promise<void> } | null = null;
-  // Sends waiting for the one in progress, and that one (settled, never rejected).
-  readonly #waiting: QueuedSend[] = [];
-  #sending: Promise<void> | null = null;
+  // The send in progress (settled, never rejected): the next one starts after it.
+  #tail: Promise<unknown> = Promise.resolve();
   #closed = false;
 
   constructor(options: KafkaPublisherOptions) {
@@ -103,74 +97,42 @@ export class KafkaPublisher implements Publisher {
   }
 
   /**
-   * One send at a time (see the class comment), the sends that queued meanwhile merged into the next. The caller
-   * hears by its deadline (unknown if not confirmed by then; a send whose turn comes after the deadline is not
-   * made). A send that stalls — no answer within twice the ack timeout — loses its producer, so the sends queued
-   * behind it go on with a fresh one.
+   * One send at a time (see the class comment). The caller hears by its deadline (unknown if not confirmed by
+   * then; a send whose turn comes after the deadline is not made). A send that stalls — no answer within
+   * twice the ack timeout — loses its producer, so the sends queued behind it go on with a fresh one.
    */
   #queued(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
-    const run = new Promise<PublishOutcome[]>((resolve) => this.#waiting.push({ messages, deadline, resolve }));
-    this.#pump();
-    return deadline === Infinity ? run : byDeadline(run, deadline, messages);
-  }
-
-  #pump(): void {
-    if (this.#sending || this.#waiting.length === 0) return;
-    const group = takeGroup(this.#waiting);
-    this.#sending = this.#sendGroup(group)
-      .catch((cause: unknown) => {
-        const error = classifyKafkaError(cause);
-        for (const q of group) q.resolve(q.messages.map(() => ({ ok: false, error })));
-      })
-      .finally(() => {
-        this.#sending = null;
-        this.#pump();
-      });
-  }
-
-  async #sendGroup(group: QueuedSend[]): Promise<void> {
-    const now = Date.now();
-    const live: QueuedSend[] = [];
-    for (const q of group) {
-      if (q.deadline > now) live.push(q);
-      else
-        q.resolve(
-          unsent(
-            q.messages,
-            new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'),
-          ),
+    const run = this.#tail.then(async (): Promise<PublishOutcome[]> => {
+      if (deadline <= Date.now())
+        return unsent(
+          messages,
+          new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'),
         );
-    }
-    if (live.length === 0) return;
-    const messages = live.length === 1 ? live[0]!.messages : live.flatMap((q) => q.messages);
-    const producer = this.#producer;
-    let timer: NodeJS.Timeout | undefined;
-    const stalled = new Promise<PublishOutcome[]>((resolve) => {
-      timer = setTimeout(() => {
-        this.#renew(producer);
-        resolve(
-          unsent(
-            messages,
-            new BrokerError(
-              'publish_timeout',
-              'unknown',
-              `the broker did not answer within ${this.#stallMs} ms; producer replaced`,
+      const producer = this.#producer;
+      let timer: NodeJS.Timeout | undefined;
+      const stalled = new Promise<PublishOutcome[]>((resolve) => {
+        timer = setTimeout(() => {
+          this.#renew(producer);
+          resolve(
+            unsent(
+              messages,
+              new BrokerError(
+                'publish_timeout',
+                'unknown',
+                `the broker did not answer within ${this.#stallMs} ms; producer replaced`,
+              ),
             ),
-          ),
-        );
-      }, this.#stallMs);
+          );
+        }, this.#stallMs);
+      });
+      try {
+        return await Promise.race([this.#send(producer, messages), stalled]);
+      } finally {
+        clearTimeout(timer);
+      }
     });
-    let outcomes: PublishOutcome[];
-    try {
-      outcomes = await Promise.race([this.#send(producer, messages), stalled]);
-    } finally {
-      clearTimeout(timer);
-    }
-    let at = 0;
-    for (const q of live) {
-      q.resolve(outcomes.slice(at, at + q.messages.length));
-      at += q.messages.length;
-    }
+    this.#tail = run.catch(() => {});
+    return deadline === Infinity ? run : byDeadline(run, deadline, messages);
   }
 
   async #send(producer: Producer, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
@@ -211,7 +173,7 @@ export class KafkaPublisher implements Publisher {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    while (this.#sending) await this.#sending;
+    await this.#tail;
     await this.#producer.disconnect().catch(() => {});
   }
 
@@ -250,39 +212,6 @@ async function byDeadline(
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** A publish call waiting for its turn. */
-interface QueuedSend {
-  messages: OutboundMessage[];
-  deadline: number;
-  resolve: (outcomes: PublishOutcome[]) => void;
-}
-
-/**
- * Bytes of queued sends merged into one request, past the first (which goes whole, as it would alone). Kafka
- * limits each partition's record batch (max.message.bytes, 1 MiB by default): keeping a merge well under it
- * keeps a merge from being refused as too large where its parts alone would pass.
- */
-const MERGE_BYTES = 512 * 1024;
-
-/** The first waiting send, and those after it while the merge stays within MERGE_BYTES. */
-function takeGroup(waiting: QueuedSend[]): QueuedSend[] {
-  const group = [waiting.shift()!];
-  let bytes = sizeOf(group[0]!.messages);
-  while (waiting.length > 0) {
-    const next = sizeOf(waiting[0]!.messages);
-    if (bytes + next > MERGE_BYTES) break;
-    bytes += next;
-    group.push(waiting.shift()!);
-  }
-  return group;
-}
-
-function sizeOf(messages: OutboundMessage[]): number {
-  let n = 0;
-  for (const m of messages) n += (m.value?.length ?? 0) + (m.key?.length ?? 0) + 64;
-  return n;
 }
 
 function unsent(messages: OutboundMessage[], error: BrokerError): PublishOutcome[] {
