@@ -1,6 +1,7 @@
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
 import { benchDatabase, perSecond, progressBar, type BenchDatabase } from '../support.ts';
+import { startCpuMeter } from '../workload/cpu.ts';
 
 /**
  * The raw claim + mark cycle with the seed's SQL (the source article's table, ready index and claim; docs/design.md §5), batch 500,
@@ -8,6 +9,8 @@ import { benchDatabase, perSecond, progressBar, type BenchDatabase } from '../su
  * published with one UPDATE … WHERE event_id = ANY($1). Two UPDATEs per event: the ceiling of the per-row
  * design on this machine. Measured twice: ordered by (available_at, created_at), the order the seed's partial
  * index serves, until the table is drained; and by created_at alone, the seed's literal ORDER BY, for one window.
+ * Then the read + mark Postbox runs (one UPDATE per event) on the same table and rows, drained to the end. The
+ * machine's CPU and the WAL per event say what each costs the database.
  */
 export async function claimMarkBaseline({ options, report }: Bench): Promise<void> {
   const db = await benchDatabase(8);
@@ -18,6 +21,9 @@ export async function claimMarkBaseline({ options, report }: Bench): Promise<voi
     await db.sql`TRUNCATE seed_outbox`;
     await fillSeed(db, options.events, options.payload);
     const literal = await cycle(db, 'ORDER BY created_at', options.events, options.batch, options.windowMs);
+    await db.sql`TRUNCATE seed_outbox`;
+    await fillSeed(db, options.events, options.payload);
+    const readMark = await readMarkCycle(db, options.events, options.batch);
     report.results.baselines.claimMark = {
       eventsPerSecond: indexed.rate,
       events: indexed.rows,
@@ -34,12 +40,30 @@ export async function claimMarkBaseline({ options, report }: Bench): Promise<voi
       claimers: 4,
       order: 'created_at',
     };
+    report.results.baselines.readMark = {
+      eventsPerSecond: readMark.rate,
+      events: readMark.rows,
+      seconds: readMark.seconds,
+      batch: options.batch,
+      claimers: 4,
+      machineCpuMicrosecondsPerEvent: readMark.machineUs,
+      walBytesPerEvent: readMark.walBytes,
+      indexedMachineCpuMicrosecondsPerEvent: indexed.machineUs,
+      indexedWalBytesPerEvent: indexed.walBytes,
+    };
     report.row(
       'baseline',
       `raw claim + mark (seed SQL, batch ${options.batch}, 4 claimers)`,
       rate(indexed.rate),
       [],
-      'ORDER BY available_at, created_at (the index order)',
+      `ORDER BY available_at, created_at (the index order); machine CPU ${Math.round(indexed.machineUs)} µs, WAL ${Math.round(indexed.walBytes)} B per event`,
+    );
+    report.row(
+      'baseline',
+      'raw read + mark (a SELECT per batch, one UPDATE per event)',
+      rate(readMark.rate),
+      [],
+      `each claimer owns a quarter of the rows, as a relay owns its lanes; machine CPU ${Math.round(readMark.machineUs)} µs, WAL ${Math.round(readMark.walBytes)} B per event`,
     );
     report.row(
       'baseline',
@@ -91,9 +115,10 @@ async function cycle(
   events: number,
   batch: number,
   windowMs: number | null,
-): Promise<{ rows: number; seconds: number; rate: number }> {
+): Promise<CycleRun> {
   const bar = progressBar(`raw claim + mark, ${order.replace('ORDER BY ', 'by ')}`, windowMs ?? events);
   let rows = 0;
+  const meter = await startMeter(db);
   const started = performance.now();
   const deadline = windowMs === null ? Infinity : started + windowMs;
   await Promise.all(
@@ -121,5 +146,62 @@ async function cycle(
   );
   const seconds = (performance.now() - started) / 1000;
   bar(windowMs ?? events);
-  return { rows, seconds, rate: perSecond(rows, seconds) };
+  return { rows, seconds, rate: perSecond(rows, seconds), ...(await meter.perEvent(rows)) };
+}
+
+interface CycleRun {
+  rows: number;
+  seconds: number;
+  rate: number;
+  /** The machine's busy CPU per row (PostgreSQL's work, mostly, with no publishing), and the WAL written per row. */
+  machineUs: number;
+  walBytes: number;
+}
+
+async function startMeter(db: BenchDatabase) {
+  const [wal] = await db.sql<{ lsn: string }[]>`SELECT pg_current_wal_lsn()::text AS lsn`;
+  const cpu = startCpuMeter({});
+  return {
+    async perEvent(rows: number): Promise<{ machineUs: number; walBytes: number }> {
+      const machineUs = cpu.perEvent(rows).machine;
+      const [d] = await db.sql<
+        { bytes: number }[]
+      >`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ${wal!.lsn}::pg_lsn)::float8 AS bytes`;
+      return { machineUs, walBytes: rows > 0 ? d!.bytes / rows : 0 };
+    },
+  };
+}
+
+/**
+ * The claim Postbox runs since migration 0014, on the seed's table: each of 4 claimers owns a quarter of the rows
+ * (as a relay owns its lanes, so no row lock is needed to keep two claimers apart) and reads its head with a plain
+ * SELECT; the mark is the one UPDATE per event. Drained to the end.
+ */
+async function readMarkCycle(db: BenchDatabase, events: number, batch: number): Promise<CycleRun> {
+  await db.sql`CREATE INDEX seed_outbox_quarter_idx ON seed_outbox ((hashtext(aggregate_id) & 3), available_at, created_at)
+               WHERE status IN ('pending', 'publishing')`;
+  await db.sql`ANALYZE seed_outbox`;
+  const bar = progressBar('raw read + mark', events);
+  let rows = 0;
+  const meter = await startMeter(db);
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, quarter) => {
+      for (;;) {
+        const read = await db.sql<{ event_id: string }[]>`
+          SELECT event_id, topic, payload, attempts FROM seed_outbox
+          WHERE (hashtext(aggregate_id) & 3) = ${quarter} AND status = 'pending' AND available_at <= now()
+          ORDER BY available_at, created_at
+          LIMIT ${batch}`;
+        if (read.length === 0) break;
+        await db.sql`UPDATE seed_outbox SET status = 'published', published_at = now(), attempts = attempts + 1
+                     WHERE event_id = ANY(${read.map((r) => r.event_id)}::uuid[])`;
+        rows += read.length;
+        bar(rows);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  bar(events);
+  return { rows, seconds, rate: perSecond(rows, seconds), ...(await meter.perEvent(rows)) };
 }

@@ -33,6 +33,7 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
     const naive = report.baseline('naiveRelay');
     const peer = report.peer('pgTransactionalOutbox');
     const claimMark = report.baseline('claimMark');
+    const readMark = report.baseline('readMark');
     const produce = report.baseline('kafkaProduce');
     report.results.scenarios.relay = {
       eventsPerSecond: best,
@@ -41,6 +42,7 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
       ratioToNaive: ratio(best, naive),
       ratioToPeer: ratio(best, peer),
       ratioToClaimMark: ratio(best, claimMark),
+      ratioToReadMark: ratio(best, readMark),
       ratioToKafkaProduce: ratio(best, produce),
       events: options.events,
       batch: options.batch,
@@ -55,6 +57,7 @@ export async function relayScenario({ options, report }: Bench): Promise<void> {
           ['naive relay', ratio(v, naive)],
           ['pg-transactional-outbox', ratio(v, peer)],
           ['raw claim+mark', ratio(v, claimMark)],
+          ['raw read+mark', ratio(v, readMark)],
           ['raw produce', ratio(v, produce)],
         ],
         t === Number(bestThreads) ? 'best' : '',

@@ -31,7 +31,13 @@ export function rawOrderWriter(sql: Sql, o: { topic: string; payload: number; pr
 export function engineOrderWriter(
   sql: Sql,
   waker: Waker,
-  o: { topic: string; payload: number; prefix: string },
+  o: {
+    topic: string;
+    payload: number;
+    prefix: string;
+    /** Called with the order id and the wall clock (ms) when its COMMIT returned. */
+    onCommitted?: (id: string, atMs: number) => void;
+  },
 ): OrderWriter {
   const data = { pad: 'x'.repeat(Math.max(0, o.payload - 10)) };
   return {
@@ -45,6 +51,7 @@ export function engineOrderWriter(
           { topic: o.topic, producer: 'bench' },
         );
       });
+      o.onCommitted?.(id, Date.now());
     },
   };
 }

@@ -82,8 +82,14 @@ export async function untilGroupStable(groupId: string, members: number): Promis
     await admin.connect();
     await until(
       async () => {
-        const { groups } = await admin.describeGroups([groupId]);
-        return groups[0]?.state === 'Stable' && groups[0].members.length === members;
+        try {
+          const { groups } = await admin.describeGroups([groupId]);
+          return groups[0]?.state === 'Stable' && groups[0].members.length === members;
+        } catch (error) {
+          // A broker just started answers "not the correct coordinator" until its offsets topic is led: ask again.
+          if ((error as { retriable?: boolean }).retriable === true) return false;
+          throw error;
+        }
       },
       `consumer group ${groupId} to be stable with ${members} member(s)`,
       90_000,

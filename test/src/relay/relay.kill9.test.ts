@@ -47,11 +47,11 @@ test('kill -9 of a relay mid-batch: after the lease expires everything is publis
   await relay.exited;
   const [atKill] = await db.sql<
     { n: number }[]
-  >`SELECT count(*)::int AS n FROM message_outbox WHERE status = 'publishing'`;
+  >`SELECT count(*)::int AS n FROM message_outbox_state WHERE status = 'publishing'`;
   assert.ok(atKill!.n > 0, `rows were in flight at the kill (${JSON.stringify(inFlight)})`);
   const [lease] = await db.sql<
     { t: Date }[]
-  >`SELECT min(lease_until) AS t FROM message_outbox WHERE status = 'publishing'`;
+  >`SELECT min(lease_until) AS t FROM message_outbox_state WHERE status = 'publishing'`;
 
   relay = spawnPostbox(['relay'], env);
   await waitFor(

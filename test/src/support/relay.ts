@@ -12,10 +12,10 @@ export async function startTestRelay(sql: Sql, options: Partial<RelayOptions> = 
   return relay;
 }
 
-/** Outbox rows by status. */
+/** Outbox rows by status (the seed's observable states: message_outbox_state). */
 export async function outboxCounts(sql: Sql): Promise<Record<string, number>> {
   const rows = await sql<
     { status: string; n: number }[]
-  >`SELECT status, count(*)::int AS n FROM message_outbox GROUP BY status`;
+  >`SELECT status, count(*)::int AS n FROM message_outbox_state GROUP BY status`;
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

@@ -97,14 +97,10 @@ export async function applyEvents(
     }
   }
   await runHandlers(deps, tx, toApply);
-  if (toApply.length > 0) {
-    const { counts, retries } = await drain(
-      deps,
-      tx,
-      toApply.map((e) => e.envelope.aggregate_id),
-      versions,
-      single,
-    );
+  // Only aggregates with parked versions can have successors to drain: most batches skip the query.
+  const drainable = toApply.map((e) => e.envelope.aggregate_id).filter((a) => states.get(a)!.parked);
+  if (drainable.length > 0) {
+    const { counts, retries } = await drain(deps, tx, drainable, versions, single);
     for (let i = 0; i < events.length; i++) {
       if (results[i]!.outcome !== 'applied') continue;
       const aggregate = events[i]!.envelope.aggregate_id;
@@ -114,8 +110,8 @@ export async function applyEvents(
       if (later) results[i]!.successorRetries = [later];
     }
   }
-  await parkEvents(tx, consumer, park);
-  await saveVersions(tx, consumer, versions);
+  // Independent statements, pipelined.
+  await Promise.all([parkEvents(tx, consumer, park), saveVersions(tx, consumer, versions)]);
   return results;
 }
 

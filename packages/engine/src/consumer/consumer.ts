@@ -63,6 +63,7 @@ export class Consumer {
   readonly #retries: DurableRetries | null;
   readonly #counters = new ConsumerCounters();
   readonly #tasks = new Set<Promise<void>>();
+  #pumpQueued = false;
   #assigned = new Set<string>();
   #state: 'created' | 'running' | 'stopping' | 'stopped' = 'created';
   #paused = false;
@@ -189,8 +190,22 @@ export class Consumer {
       this.#counters.received++;
     }
     this.#backpressure();
-    this.#pump();
+    this.#queuePump();
     return taken;
+  }
+
+  /**
+   * Pumps once the subscriber has handed over every partition of the fetch response it is delivering (its
+   * batches come one partition at a time, in one turn of the event loop): pumping at each partition started a
+   * task of an event or two per partition under a live load, one transaction each.
+   */
+  #queuePump(): void {
+    if (this.#pumpQueued) return;
+    this.#pumpQueued = true;
+    setImmediate(() => {
+      this.#pumpQueued = false;
+      this.#pump();
+    });
   }
 
   /**

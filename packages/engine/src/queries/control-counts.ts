@@ -9,8 +9,8 @@ export interface TopicBacklogRow {
 }
 
 /**
- * Unpublished and failed outbox rows per topic, with the age of the oldest unpublished one. Reads the partial
- * ready and failed indexes only. Locks: none.
+ * Unpublished and failed outbox rows per topic, with the age of the oldest unpublished one (`publishing` as the
+ * message_outbox_state view derives it). Reads the partial ready and failed indexes only. Locks: none.
  */
 export async function outboxByTopic(sql: Queryable): Promise<TopicBacklogRow[]> {
   const rows = await sql<TopicBacklogRow[]>`
@@ -18,7 +18,7 @@ export async function outboxByTopic(sql: Queryable): Promise<TopicBacklogRow[]> 
       SELECT topic, count(*) FILTER (WHERE status = 'pending')::int AS pending,
              count(*) FILTER (WHERE status = 'publishing')::int AS publishing,
              (extract(epoch FROM now() - min(created_at)) * 1000)::float8 AS oldest_pending_ms
-      FROM message_outbox WHERE status IN ('pending', 'publishing') GROUP BY topic
+      FROM message_outbox_state WHERE stored_status IN ('pending', 'publishing') GROUP BY topic
     ), dead AS (
       SELECT topic, count(*)::int AS failed FROM message_outbox WHERE status = 'failed' GROUP BY topic
     )

@@ -19,12 +19,13 @@ export interface OutboxEventRow {
   traceparent: string | null;
 }
 
-/** The outbox row of an event, without its payload. Locks: none. */
+/** The outbox row of an event, without its payload; its status as message_outbox_state derives it. Locks: none. */
 export async function readOutboxEvent(sql: Queryable, eventId: string): Promise<OutboxEventRow | undefined> {
   const [row] = await sql<OutboxEventRow[]>`
-    SELECT event_id, event_type, schema_version, aggregate_id, aggregate_version::int, topic, status, attempts,
-           available_at, published_at, broker_partition, broker_offset::text, last_error, occurred_at, created_at, traceparent
-    FROM message_outbox WHERE event_id = ${eventId}`;
+    SELECT o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::int, o.topic, s.status,
+           o.attempts, o.available_at, o.published_at, o.broker_partition, o.broker_offset::text, o.last_error,
+           o.occurred_at, o.created_at, o.traceparent
+    FROM message_outbox o JOIN message_outbox_state s USING (event_id) WHERE o.event_id = ${eventId}`;
   return row;
 }
 

@@ -10,7 +10,7 @@ export interface OutboxBacklog {
 }
 
 /**
- * Counts outbox rows by state. The unpublished side reads the ready index; the published count is the
+ * Counts outbox rows by state (`publishing` as the message_outbox_state view derives it). The unpublished side reads the ready index; the published count is the
  * planner's estimate past 1M rows, since an exact count of an audit-window table costs a full scan.
  * Locks: none.
  */
@@ -19,7 +19,7 @@ export async function outboxBacklog(sql: Queryable): Promise<OutboxBacklog> {
     { pending: number; publishing: number; failed: number; published: number; oldest_ms: number | null }[]
   >`
     WITH live AS (
-      SELECT status, created_at FROM message_outbox WHERE status IN ('pending', 'publishing')
+      SELECT status, created_at FROM message_outbox_state WHERE stored_status IN ('pending', 'publishing')
     ), est AS (
       SELECT greatest(reltuples, 0)::bigint AS n FROM pg_class WHERE oid = 'message_outbox'::regclass
     )

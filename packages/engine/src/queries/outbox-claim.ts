@@ -29,22 +29,26 @@ export interface ClaimRequest {
 }
 
 /**
- * Claims the heads of lanes: per lane, rows in sequence order that are pending and due, or whose lease expired
- * (a relay died after claiming them: they are re-sent with the same event_id), stopping at the first row of the
- * lane that is neither — a row waiting out its backoff, or one leased (a claim whose reply was lost: the fault
- * suite's dropped UPDATE replies let the next cycle claim v6 while v5 sat leased, and v6 reached the topic
- * first); up to `limit` rows over all the lanes, lowest sequence first (so each lane's share is a prefix of its
- * head). Marks them `publishing` with a lease and counts the attempt. Only lanes whose lease `owner` holds are
- * read, so a relay that lost a lane claims nothing in it. Several lanes in one claim is how a relay under a live
- * load sends one batch for what committed across its lanes, rather than a cycle per lane of an event or two.
- * Returns: the claimed rows, in sequence order. Locks: the claimed rows until commit (SKIP LOCKED: a concurrent
- * claimer skips them rather than waiting). Runs in its own short transaction; publishing happens after commit.
+ * Reads the heads of lanes: per lane, rows in sequence order that are pending and due (or written `publishing`
+ * by a relay from before migration 0014 whose lease expired), stopping at the first row of the lane that is
+ * neither — a row waiting out its backoff, or one such an older relay still leases; up to `limit` rows over all
+ * the lanes, lowest sequence first (so each lane's share is a prefix of its head). Only lanes whose lease `owner`
+ * holds are read, so a relay that lost a lane reads nothing in it. Several lanes in one claim is how a relay
+ * under a live load sends one batch for what committed across its lanes.
+ *
+ * Writes nothing per row (migration 0014): the lane owns the rows, and one relay never runs a lane in two
+ * cycles at once, so no other claimer can take them. Per lane read, one small row records the batch in flight
+ * (relay_lane_inflight: its last seq and lease), which makes the rows observably `publishing` and tells a relay
+ * taking the lane over how long to wait. `attempts` returned is this attempt's number: the stored count + 1,
+ * + 1 more for rows of a batch that was sent and never settled (its relay died before the mark).
+ * Returns: the rows, in sequence order. Locks: the lanes' relay_lane_inflight rows until the statement ends.
  */
 export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<ClaimedRow[]> {
   return sql<ClaimedRow[]>`
     WITH owned AS (
-      SELECT lane FROM relay_lane
-      WHERE lane = ANY (${r.lanes}::smallint[]) AND owner = ${r.owner} AND lease_until > now()
+      SELECT l.lane, f.sending_to, f.sending_until
+      FROM relay_lane l JOIN relay_lane_inflight f ON f.lane = l.lane
+      WHERE l.lane = ANY (${r.lanes}::smallint[]) AND l.owner = ${r.owner} AND l.lease_until > now()
     ), head AS (
       SELECT h.event_id, h.seq, h.lane, h.ready
       FROM owned l CROSS JOIN LATERAL (
@@ -58,39 +62,41 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
     ), blocked AS (
       SELECT lane, min(seq) AS first FROM head WHERE NOT ready GROUP BY lane
     ), picked AS (
-      SELECT o.event_id
-      FROM message_outbox o
-      JOIN head h ON h.event_id = o.event_id
-      LEFT JOIN blocked b ON b.lane = h.lane
+      SELECT h.event_id, h.seq, h.lane
+      FROM head h LEFT JOIN blocked b ON b.lane = h.lane
       WHERE h.ready AND (b.first IS NULL OR h.seq < b.first)
-      ORDER BY o.seq
+      ORDER BY h.seq
       LIMIT ${r.limit}
-      FOR UPDATE OF o SKIP LOCKED
+    ), sending AS (
+      UPDATE relay_lane_inflight AS f
+      SET owner = ${r.owner}, sending_to = t.top,
+          sending_until = now() + ${r.leaseMs} * interval '1 millisecond'
+      FROM (SELECT lane, max(seq) AS top FROM picked GROUP BY lane) t
+      WHERE f.lane = t.lane
     )
-    UPDATE message_outbox AS o
-    SET status = 'publishing',
-        lease_until = now() + ${r.leaseMs} * interval '1 millisecond',
-        lease_owner = ${r.owner},
-        attempts = o.attempts + 1
-    FROM picked
-    WHERE o.event_id = picked.event_id
-    RETURNING o.seq, o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::text AS aggregate_version,
-              o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.deadline, o.extensions,
-              o.attempts, o.lane`.then((rows) =>
-    [...rows].sort(
-      (a, b) => Number((a as unknown as { seq: string }).seq) - Number((b as unknown as { seq: string }).seq),
-    ),
-  );
+    SELECT o.seq, o.event_id, o.event_type, o.schema_version, o.aggregate_id, o.aggregate_version::text AS aggregate_version,
+           o.topic, o.payload, o.producer, o.occurred_at, o.traceparent, o.tracestate, o.deadline, o.extensions,
+           o.attempts + 1 + CASE WHEN l.sending_until IS NOT NULL AND o.seq <= l.sending_to AND o.status = 'pending'
+                                 THEN 1 ELSE 0 END AS attempts,
+           o.lane
+    FROM picked p
+    JOIN message_outbox o ON o.event_id = p.event_id
+    JOIN owned l ON l.lane = o.lane
+    ORDER BY o.seq`;
 }
 
 /**
- * Whether another relay still has live leases in this lane (it owned the lane before and may be sending).
- * Returns: true while such a lease exists. Locks: none.
+ * Whether another relay may still be sending in this lane (it owned the lane before and its batch's lease has
+ * not passed; or, from a relay older than migration 0014, a row it leased). Returns: true while so. Locks: none.
  */
 export async function laneHasForeignLeases(sql: Queryable, lane: number, owner: string): Promise<boolean> {
   const rows = await sql`
-    SELECT 1 FROM message_outbox
-    WHERE lane = ${lane} AND status = 'publishing' AND lease_until > now() AND lease_owner <> ${owner}
+    SELECT 1 FROM relay_lane_inflight
+    WHERE lane = ${lane} AND sending_until > now() AND owner <> ${owner}
+    UNION ALL
+    (SELECT 1 FROM message_outbox
+     WHERE lane = ${lane} AND status = 'publishing' AND lease_until > now() AND lease_owner <> ${owner}
+     LIMIT 1)
     LIMIT 1`;
   return rows.length > 0;
 }

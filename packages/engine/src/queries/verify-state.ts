@@ -6,7 +6,7 @@ import type { ConsumerFacts, FailureFact, OutboxFact } from '../verify/observati
  * transaction, so they are one snapshot). None takes a lock beyond what a plain SELECT takes.
  */
 
-/** Outbox rows of the given topics. Parameters: topics. Rows: one per event. */
+/** Outbox rows of the given topics, status and lease as message_outbox_state derives them. Parameters: topics. Rows: one per event. */
 export async function outboxFacts(sql: Queryable, topics: string[]): Promise<OutboxFact[]> {
   const rows = await sql<
     Array<{
@@ -24,7 +24,7 @@ export async function outboxFacts(sql: Queryable, topics: string[]): Promise<Out
   >`
     SELECT event_id, aggregate_id, aggregate_version::text AS version, topic, status, attempts, broker_partition,
            broker_offset::text AS broker_offset, available_at, lease_until
-    FROM message_outbox WHERE topic = ANY(${topics}::text[])`;
+    FROM message_outbox_state WHERE topic = ANY(${topics}::text[])`;
   return rows.map((r) => ({
     eventId: r.event_id,
     aggregateId: r.aggregate_id,

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import { BrokerError, type PostboxError } from '../errors.ts';
 import { claimLaneBatch, type ClaimedRow } from '../queries/outbox-claim.ts';
-import { markFailed, markPublished, reschedule, type PublishedPosition } from '../queries/outbox-settle.ts';
+import { endSending, markFailed, markPublished, reschedule, type PublishedPosition } from '../queries/outbox-settle.ts';
 import type { OutboundMessage, Publisher, PublishOutcome } from '../ports/publisher.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
 import { failpoint } from '../testing/failpoint.ts';
@@ -71,11 +71,12 @@ export interface CycleDeps {
 }
 
 /**
- * claim (short transaction, committed) → publish outside any transaction → settle: confirmed rows are marked
- * published with their position; a transient or unknown failure returns the rows to pending after a jittered
- * backoff and pauses the lane for as long, so nothing of the lane overtakes them; a permanent failure, or a row
- * out of attempts, ends in `failed`. A crash anywhere leaves rows `publishing` until their lease ends and another
- * claim re-sends them with the same event_id: the counted duplicate window.
+ * claim (one statement: reads the lanes' heads, records the batch in flight per lane) → publish outside any
+ * transaction → settle: confirmed rows are marked published with their position; a transient or unknown failure
+ * returns the rows to pending after a jittered backoff and pauses the lane for as long, so nothing of the lane
+ * overtakes them; a permanent failure, or a row out of attempts, ends in `failed`. A crash anywhere leaves the
+ * rows `publishing` (pending, inside the lane's batch in flight) until the batch's lease ends and the lane's next
+ * owner re-sends them with the same event_id: the counted duplicate window.
  */
 export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<CycleResult> {
   const { sql, publisher, options } = deps;
@@ -99,6 +100,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   result.claimed = rows.length;
   if (rows.length === 0) return result;
   for (const row of rows) result.claimedByLane[row.lane!] = (result.claimedByLane[row.lane!] ?? 0) + 1;
+  const claimedLanes = Object.keys(result.claimedByLane).map(Number);
 
   const oversize: ClaimedRow[] = [];
   const sendable: ClaimedRow[] = [];
@@ -115,7 +117,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   if (oversize.length > 0) {
     result.failed += await markFailed(
       sql,
-      oversize.map((r) => r.event_id),
+      oversize.map(settled),
       task.owner,
       `message_too_large: over ${options.maxMessageBytes} bytes`,
     );
@@ -149,6 +151,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
         event_id: row.event_id,
         partition: outcome.confirmation.partition,
         offset: outcome.confirmation.offset,
+        attempts: row.attempts,
       });
       traced(row, { partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
       report.confirmed(row, confirmedAt - row.occurred_at.getTime());
@@ -171,21 +174,16 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   if (spanned) recordSendSpan(task.lanes.length === 1 ? task.lanes[0]! : null, started, spanned);
 
   if (positions.length > 0) failpoint('relay.after-publish-before-mark');
-  result.published = await markPublished(sql, positions);
+  result.published = await markPublished(sql, positions, claimedLanes, task.owner);
   if (failed.length > 0) {
-    result.failed += await markFailed(
-      sql,
-      failed.map((r) => r.event_id),
-      task.owner,
-      describe(firstError!, failed[0]!.attempts),
-    );
+    result.failed += await markFailed(sql, failed.map(settled), task.owner, describe(firstError!, failed[0]!.attempts));
   }
   if (retry.length > 0) {
     const attempt = Math.max(...retry.map((r) => r.attempts)) - 1;
     const delay = backoffDelayMs(attempt, options.backoff);
     result.rescheduled = await reschedule(
       sql,
-      retry.map((r) => r.event_id),
+      retry.map(settled),
       task.owner,
       delay,
       describe(firstError!, attempt + 1),
@@ -193,6 +191,8 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
     result.pauseMs = delay;
     result.pausedLanes = [...new Set(retry.map((r) => r.lane!))];
   }
+  // Nothing confirmed, so no mark ended the batch in flight: end it, or the lanes' next claim counts an attempt.
+  if (positions.length === 0) await endSending(sql, claimedLanes, task.owner);
   if (firstError) {
     const e: PostboxError = firstError;
     const first = sendable[outcomes.findIndex((o) => !o.ok)];
@@ -206,6 +206,10 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   result.sent = report.topics();
   result.failedEvents = report.failedEvents;
   return result;
+}
+
+function settled(row: ClaimedRow): { event_id: string; attempts: number } {
+  return { event_id: row.event_id, attempts: row.attempts };
 }
 
 function failedEvent(row: ClaimedRow, code: string): FailedEvent {

@@ -150,7 +150,7 @@ export class Relay {
     try {
       const released = await releaseLeases(this.#sql, this.owner);
       await leaveRelaySet(this.#sql, this.owner);
-      if (released > 0) this.#log.info({ released }, 'relay handed back leases of unsettled rows');
+      if (released > 0) this.#log.info({ released }, 'relay ended its unsettled batches in flight');
     } catch (cause) {
       // The leases expire by themselves; another relay re-sends those rows.
       this.#log.warn({ err: String(cause) }, 'relay could not hand back its leases; they will expire');
