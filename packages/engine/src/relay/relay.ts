@@ -44,6 +44,11 @@ interface LaneState {
   errors: number;
   /** Its last claim came back full: it has a backlog, and gets a cycle of its own (see #schedule). */
   hot: boolean;
+  /**
+   * A wake-up named it while its cycle ran: that cycle's claim may have run before the commit it announces, so
+   * the lane runs again as soon as the cycle ends instead of a poll later.
+   */
+  wokenWhileBusy: boolean;
 }
 
 /**
@@ -114,6 +119,7 @@ export class Relay {
   wake(lanes: readonly number[] | null = null): void {
     const now = Date.now();
     const due = (lane: LaneState) => {
+      if (lane.busy) lane.wokenWhileBusy = true;
       if (lane.pausedUntil <= now) lane.nextAt = Math.min(lane.nextAt, now);
     };
     if (lanes === null || lanes.length === 0) for (const lane of this.#lanes.values()) due(lane);
@@ -182,6 +188,7 @@ export class Relay {
           pausedUntil: 0,
           errors: 0,
           hot: false,
+          wokenWhileBusy: false,
         });
       }
       for (const lane of changes.surplus) {
@@ -260,7 +267,10 @@ export class Relay {
 
   #startCycle(lanes: number[], shared: boolean): void {
     const states = lanes.map((lane) => this.#lanes.get(lane)!);
-    for (const state of states) state.busy = true;
+    for (const state of states) {
+      state.busy = true;
+      state.wokenWhileBusy = false;
+    }
     if (shared) this.#sharedBusy = true;
     const run = this.#cycle(lanes, states).finally(() => {
       for (const state of states) state.busy = false;
@@ -300,8 +310,9 @@ export class Relay {
           state.pausedUntil = now + result.pauseMs;
           state.nextAt = state.pausedUntil;
         } else {
-          // A full claim may have left rows in any of its lanes (the limit is shared): all go again at once.
-          state.nextAt = full ? now : now + this.#options.pollMs;
+          // A full claim may have left rows in any of its lanes (the limit is shared): all go again at once; so
+          // does a lane woken while the cycle ran. Otherwise the next wake-up or the poll brings it back.
+          state.nextAt = full || state.wokenWhileBusy ? now : now + this.#options.pollMs;
         }
       });
     } catch (cause) {
