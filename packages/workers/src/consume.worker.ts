@@ -2,6 +2,7 @@
 // its PostgreSQL pool (limits.databasePoolSize); a task is one packed batch of records of distinct aggregates,
 // run in one engine-owned transaction (see engine consumer/consume-step.ts). Only bytes and counts cross over.
 import { workerData } from 'node:worker_threads';
+import { createWaker } from '@postbox/engine';
 import { consumeBatch, consumerSql, loadHandlerModule, type ConsumeTask } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { startThreadTelemetry } from './thread-telemetry.ts';
@@ -13,7 +14,9 @@ async function open() {
   const { definition } = data;
   const { handler, batch } = await loadHandlerModule(definition.handler);
   const sql = consumerSql(definition, data.databaseUrl);
-  return (task: ConsumeTask) => consumeBatch({ sql, handler, batchHandler: batch, definition }, task);
+  // A handler that enqueues (a saga participant, a chained event) gets its rows announced after the commit.
+  const waker = createWaker(sql);
+  return (task: ConsumeTask) => consumeBatch({ sql, handler, batchHandler: batch, definition, waker }, task);
 }
 
 export default open();

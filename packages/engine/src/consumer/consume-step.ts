@@ -1,3 +1,5 @@
+import type { Tx } from '../db/connect.ts';
+import { transaction } from '../outbox/transaction.ts';
 import { classify, IMMEDIATE_RETRIES } from '../retry/classify.ts';
 import { ProcessSpans } from '../telemetry/process-spans.ts';
 import { applyEvents } from './apply.ts';
@@ -59,7 +61,7 @@ async function consumeRecords(deps: StepDeps, records: WireRecord[]): Promise<Co
   if (valid.length === 0) return { results };
   if (valid.length > 1) {
     try {
-      const batch = await deps.sql.begin((tx) => applyEvents(deps, tx, valid, false));
+      const batch = await commit(deps, (tx) => applyEvents(deps, tx, valid, false));
       for (let i = 0; i < valid.length; i++) results[valid[i]!.index] = batch[i]!;
       return { results };
     } catch {
@@ -70,11 +72,20 @@ async function consumeRecords(deps: StepDeps, records: WireRecord[]): Promise<Co
   return { results };
 }
 
+/**
+ * The step's transaction around applied events: with a waker, relays are nudged after the commit when a handler
+ * wrote outbox rows (outbox/transaction.ts), so a chained event or a saga's next step does not wait for the poll.
+ */
+function commit<T>(deps: StepDeps, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  if (deps.waker) return transaction(deps.sql, deps.waker, fn);
+  return deps.sql.begin(fn) as Promise<T>;
+}
+
 /** One event in its own transaction, with immediate retries of serialization failures and deadlocks. */
 async function applyOne(deps: StepDeps, event: ValidEvent): Promise<RecordResult> {
   for (let immediate = 0; ; immediate++) {
     try {
-      const [one] = await deps.sql.begin((tx) => applyEvents(deps, tx, [event], true));
+      const [one] = await commit(deps, (tx) => applyEvents(deps, tx, [event], true));
       return one!;
     } catch (cause) {
       const c = classify(cause);

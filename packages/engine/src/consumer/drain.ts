@@ -1,5 +1,6 @@
 import type { Tx } from '../db/connect.ts';
 import { deleteParked, parkedOf } from '../queries/consumer-parked.ts';
+import { dirtyLanes, isDirty, markDirty } from '../outbox/dirty.ts';
 import { forgetInbox } from '../queries/inbox-insert.ts';
 import { classify } from '../retry/classify.ts';
 import { withinTimeout } from './handler-timeout.ts';
@@ -58,7 +59,11 @@ export async function drain(
       withinTimeout(() => deps.handler(parsed.envelope, q, context), deps.definition.limits.handlerTimeoutMs);
     if (single) {
       try {
-        await tx.savepoint((sp) => run(sp as unknown as Tx));
+        await tx.savepoint(async (sp) => {
+          await run(sp as unknown as Tx);
+          // Outbox rows the handler wrote in the savepoint are the transaction's: its commit nudges the relays.
+          if (isDirty(sp)) markDirty(tx, dirtyLanes(sp));
+        });
       } catch (cause) {
         const c = classify(cause);
         const durable = deps.durable === true;

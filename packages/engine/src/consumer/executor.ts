@@ -1,3 +1,4 @@
+import { createWaker } from '../outbox/wake.ts';
 import { consumeBatch } from './consume-step.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import { loadHandlerModule } from './handler.ts';
@@ -15,16 +16,17 @@ export interface ConsumeExecutor {
 /** The consume step on the calling thread, with its own pool: for tests, debugging and threads = 0. */
 export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUrl: string): ConsumeExecutor {
   const sql = consumerSql(definition, databaseUrl);
+  const waker = createWaker(sql);
   const handlers = loadHandlerModule(definition.handler);
   let closed: Promise<void> | null = null;
   return {
     concurrency: 1,
     run: async (task) => {
       const { handler, batch } = await handlers;
-      return consumeBatch({ sql, handler, batchHandler: batch, definition }, task);
+      return consumeBatch({ sql, handler, batchHandler: batch, definition, waker }, task);
     },
     close() {
-      closed ??= sql.end({ timeout: 5 });
+      closed ??= waker.flush().then(() => sql.end({ timeout: 5 }));
       return closed;
     },
   };

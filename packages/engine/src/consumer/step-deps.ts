@@ -1,4 +1,5 @@
 import type { Sql } from '../db/connect.ts';
+import type { Waker } from '../outbox/wake.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import type { ProcessSpans } from '../telemetry/process-spans.ts';
 import type { ConsumerDefinition } from './definition.ts';
@@ -13,6 +14,11 @@ export interface ConsumeStepDeps {
   batchHandler?: BatchHandler | null;
   definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'> &
     Partial<Pick<ConsumerDefinition, 'groupId'>>;
+  /**
+   * Nudges relays after a commit in which a handler wrote outbox rows (a saga's next command, a follow-up
+   * event), as `transaction()` does for a service. @defaultValue none: those rows wait for the relays' poll
+   */
+  waker?: Waker | null;
 }
 
 /** The step's own view of one task: the handler runs inside each event's process span. */

@@ -1,4 +1,6 @@
 import type { Sql } from '../db/connect.ts';
+import { transaction } from '../outbox/transaction.ts';
+import { createWaker, type Waker } from '../outbox/wake.ts';
 import { dueSagas } from '../queries/saga-instance.ts';
 import { FailureStreak } from '../telemetry/failure-streak.ts';
 import { failpoint } from '../testing/failpoint.ts';
@@ -12,6 +14,11 @@ export interface SagaTimerOptions {
   /** Sagas handled per look. @defaultValue 100 */
   batch?: number;
   log?: Logger;
+  /**
+   * Nudges relays after a timer's transaction wrote commands (a compensation, a retry of a step).
+   * @defaultValue one on `sql`
+   */
+  waker?: Waker;
 }
 
 /**
@@ -28,6 +35,7 @@ export class SagaTimerRunner {
   readonly #intervalMs: number;
   readonly #batch: number;
   readonly #streak: FailureStreak;
+  readonly #waker: Waker;
   #timer: NodeJS.Timeout | null = null;
   #unobserve: (() => void) | null = null;
   #running: Promise<void> | null = null;
@@ -37,6 +45,7 @@ export class SagaTimerRunner {
     this.#sql = sql;
     this.#orchestrator = orchestrator;
     this.#intervalMs = options.intervalMs ?? 1000;
+    this.#waker = options.waker ?? createWaker(sql);
     this.#batch = options.batch ?? 100;
     this.#streak = new FailureStreak(options.log ?? silentLogger, 'saga timer runner');
   }
@@ -54,7 +63,9 @@ export class SagaTimerRunner {
   async fireDue(now = Date.now()): Promise<number> {
     let moved = 0;
     for (const { sagaId, version } of await dueSagas(this.#sql, new Date(now), this.#batch)) {
-      const outcome = await this.#sql.begin((tx) => this.#orchestrator.onTimer(tx, sagaId, version, now));
+      const outcome = await transaction(this.#sql, this.#waker, (tx) =>
+        this.#orchestrator.onTimer(tx, sagaId, version, now),
+      );
       if (outcome === 'applied') {
         moved++;
         failpoint('saga.timer.after-fire');

@@ -5,6 +5,7 @@ import { CHECK_NAMES, type CheckName } from '../../reconcile/options.ts';
 import type { Reconciler } from '../../reconcile/reconciler.ts';
 import type { CheckRunReport } from '../../reconcile/run.ts';
 import { type Logger, silentLogger } from '../../telemetry/logger.ts';
+import { closeQuietly } from './close-quietly.ts';
 
 export interface ReconcileScheduleOptions {
   redisUrl: string;
@@ -89,10 +90,8 @@ export class ReconcileSchedule {
   /** Stops running ticks (the schedulers stay in Redis for the other processes); idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      await this.#worker?.close().catch(() => {});
-      await this.#queue.close().catch(() => {});
-      this.#workerConnection?.disconnect();
-      this.#queueConnection.disconnect();
+      if (this.#worker && this.#workerConnection) await closeQuietly(this.#worker, this.#workerConnection);
+      await closeQuietly(this.#queue, this.#queueConnection);
     })();
     return this.#closed;
   }

@@ -1,6 +1,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { RetryJob, RetryScheduler } from '../../ports/retry-scheduler.ts';
+import { closeQuietly } from './close-quietly.ts';
 
 /** Where the alarms live and how many run at once. */
 export interface BullmqRetrySchedulerOptions {
@@ -126,10 +127,8 @@ export class BullmqRetryScheduler implements RetryScheduler {
 
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      await this.#worker?.close().catch(() => {});
-      await this.#queue.close().catch(() => {});
-      this.#workerConnection?.disconnect();
-      this.#queueConnection.disconnect();
+      if (this.#worker && this.#workerConnection) await closeQuietly(this.#worker, this.#workerConnection);
+      await closeQuietly(this.#queue, this.#queueConnection);
     })();
     return this.#closed;
   }
