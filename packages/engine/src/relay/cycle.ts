@@ -1,7 +1,14 @@
 import type { Sql } from '../db/connect.ts';
 import { BrokerError, type PostboxError } from '../errors.ts';
 import { claimLaneBatch, type ClaimedRow } from '../queries/outbox-claim.ts';
-import { endSending, markFailed, markPublished, reschedule, type PublishedPosition } from '../queries/outbox-settle.ts';
+import {
+  endSending,
+  markFailed,
+  markPublished,
+  reschedule,
+  type PublishedPosition,
+  type SettledRow,
+} from '../queries/outbox-settle.ts';
 import type { OutboundMessage, Publisher, PublishOutcome } from '../ports/publisher.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
 import { failpoint } from '../testing/failpoint.ts';
@@ -208,7 +215,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   return result;
 }
 
-function settled(row: ClaimedRow): { event_id: string; attempts: number } {
+function settled(row: ClaimedRow): SettledRow {
   return { event_id: row.event_id, attempts: row.attempts };
 }
 
