@@ -10,9 +10,16 @@ export interface ConsumePoolOptions {
 }
 
 /**
+ * Two transactions per thread at once: while one waits for PostgreSQL (a task is mostly round trips), the thread
+ * parses and prepares the other. The consumer keeps at most two tasks per thread in flight, and their events are
+ * of distinct aggregates, so the two never contend for a row; each has its own connection (databasePoolSize ≥ 2).
+ */
+const TASKS_PER_THREAD = 2;
+
+/**
  * A ConsumeExecutor backed by a fixed piscina pool of `definition.limits.threads` threads, each loading the
- * handler module once and owning a PostgreSQL pool. The consumer keeps at most two tasks per thread in flight, so
- * the second is queued while the first commits; the values buffer is transferred, not copied.
+ * handler module once and owning a PostgreSQL pool, running up to two tasks at once; the values buffer is
+ * transferred, not copied.
  */
 export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor {
   const threads = options.definition.limits.threads;
@@ -22,14 +29,13 @@ export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor 
     definition: options.definition,
     telemetry: telemetry.options,
   };
-  const { pool, close } = fixedPool(
-    new URL('./consume.worker.ts', import.meta.url),
-    workerData,
+  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, {
     threads,
-    threads * 4,
+    maxQueue: threads * 4,
+    tasksPerThread: TASKS_PER_THREAD,
     telemetry,
-    options.definition.limits.workerHeapMb,
-  );
+    heapMb: options.definition.limits.workerHeapMb,
+  });
   return {
     concurrency: threads,
     run: (task: ConsumeTask) =>

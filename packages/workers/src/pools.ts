@@ -21,12 +21,10 @@ export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
     relay: options.relay,
     telemetry: telemetry.options,
   };
-  const { pool, close } = fixedPool(
-    new URL('./publish.worker.ts', import.meta.url),
-    workerData,
+  const { pool, close } = fixedPool(new URL('./publish.worker.ts', import.meta.url), workerData, {
     threads,
-    threads * 64,
+    maxQueue: threads * 64,
     telemetry,
-  );
+  });
   return { run: (task: LaneTask) => pool.run(task) as Promise<CycleResult>, close };
 }

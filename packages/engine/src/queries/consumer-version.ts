@@ -58,12 +58,19 @@ export async function lockAggregates(
   );
 }
 
-/** Stores the new last versions (rows locked by lockAggregates). Parameters: consumer, (aggregate, version) pairs. */
+/**
+ * Stores the new last versions (rows locked by lockAggregates). Parameters: consumer, (aggregate, version) pairs.
+ * The ids are also given as `= ANY`, so the index scan reads exactly these rows whatever the statistics say: a
+ * consumer whose name the statistics do not know yet (new, or growing faster than autovacuum analyzes) was
+ * estimated at one row, and the planner hashed every row of it for each batch — 34 µs per event in the consumer
+ * bench, growing with the aggregates, instead of 4.
+ */
 export async function saveVersions(sql: Queryable, consumer: string, versions: Map<string, number>): Promise<void> {
   if (versions.size === 0) return;
+  const ids = [...versions.keys()];
   await sql`
     UPDATE consumer_aggregate_version AS v
     SET last_version = u.last, updated_at = now()
-    FROM unnest(${[...versions.keys()]}::text[], ${[...versions.values()]}::bigint[]) AS u(aggregate_id, last)
-    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = u.aggregate_id`;
+    FROM unnest(${ids}::text[], ${[...versions.values()]}::bigint[]) AS u(aggregate_id, last)
+    WHERE v.consumer_name = ${consumer} AND v.aggregate_id = ANY(${ids}::text[]) AND v.aggregate_id = u.aggregate_id`;
 }
