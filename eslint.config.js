@@ -36,7 +36,22 @@ export default tseslint.config(
     // The product's runtime code speaks ports; the broker and scheduler SDKs stay inside the adapters. Tests,
     // benchmarks and the local stack manager talk to the brokers directly on purpose.
     files: ['packages/engine/src/**/*.ts', 'packages/api/src/**/*.ts', 'packages/workers/src/**/*.ts'],
-    ignores: ['packages/engine/src/adapters/**', '**/*.test.ts'],
-    rules: { 'no-restricted-imports': ['error', { paths: BROKER_SDKS }] },
+    ignores: ['packages/engine/src/adapters/**', 'packages/engine/src/kafka.ts', '**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: BROKER_SDKS,
+          // Nor a broker adapter's modules: the core knows no broker (an adapter maps its own errors, headers and
+          // positions); only an adapter's entry (src/kafka.ts) opens it.
+          patterns: [
+            {
+              group: ['**/adapters/kafka/*'],
+              message: 'only the adapter itself and its entry (src/kafka.ts) may import adapters/kafka/',
+            },
+          ],
+        },
+      ],
+    },
   },
 );

@@ -1,15 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import kafkajs from 'kafkajs';
-import { EnvelopeValidationError, PermanentError } from '../errors.ts';
+import { BrokerError, EnvelopeValidationError, PermanentError } from '../errors.ts';
 import { classify, classifySqlState, commitOutcomeUnknown } from './classify.ts';
-
-const { KafkaJSConnectionError, KafkaJSProtocolError, KafkaJSRequestTimeoutError } = kafkajs;
 
 const pg = (code: string) => Object.assign(new Error(`pg ${code}`), { name: 'PostgresError', code });
 
-test('classifier table: SQLSTATEs, network errors, kafkajs errors and typed errors', () => {
+test('classifier table: SQLSTATEs, network errors, broker errors as adapters map them, typed errors', () => {
   const table: Array<[unknown, string, string, boolean]> = [
     [pg('40001'), 'transient', 'pg_40001', true],
     [pg('40P01'), 'transient', 'pg_40p01', true],
@@ -34,17 +31,18 @@ test('classifier table: SQLSTATEs, network errors, kafkajs errors and typed erro
       false,
     ],
     [Object.assign(new Error('ended'), { code: 'UNSAFE_TRANSACTION' }), 'permanent', 'pg_unsafe_transaction', false],
-    [new KafkaJSConnectionError('down'), 'transient', 'kafka_connectionerror', false],
-    [new KafkaJSRequestTimeoutError('slow'), 'unknown', 'kafka_requesttimeouterror', false],
+    [new BrokerError('kafka_connectionerror', 'transient', 'down'), 'transient', 'kafka_connectionerror', false],
+    [new BrokerError('nats_timeout', 'unknown', 'slow'), 'unknown', 'nats_timeout', false],
     [
-      new KafkaJSProtocolError({
-        message: 'too large',
-        type: 'MESSAGE_TOO_LARGE',
-        code: 10,
-        retriable: false,
-      } as unknown as Error),
+      new BrokerError('kafka_message_too_large', 'permanent', 'too large'),
       'permanent',
       'kafka_message_too_large',
+      false,
+    ],
+    [
+      new Error('wrapped', { cause: new BrokerError('amqp_returned', 'permanent', 'no route') }),
+      'permanent',
+      'amqp_returned',
       false,
     ],
     [new PermanentError('no such customer', { code: 'customer_missing' }), 'permanent', 'customer_missing', false],

@@ -1,4 +1,3 @@
-import { classifyKafkaError } from '../adapters/kafka/classify.ts';
 import { PostboxError, type ErrorKind } from '../errors.ts';
 
 /**
@@ -8,6 +7,8 @@ import { PostboxError, type ErrorKind } from '../errors.ts';
  * - unknown   → query the final state first (did the commit happen?), then treat as one of the above.
  * Serialization failures and deadlocks are also `immediate`: worth a few quick retries in process, since the
  * conflicting transaction is usually gone a moment later.
+ * Broker errors never reach here raw: each adapter (adapters/<broker>/) maps its client's errors into a
+ * PostboxError with kind and code before they leave it, so this module knows no broker.
  */
 export interface Classification {
   kind: ErrorKind;
@@ -50,10 +51,6 @@ interface CodedError {
 export function classify(error: unknown): Classification {
   if (error instanceof PostboxError) return { kind: error.kind, code: error.code, immediate: false };
   const e = (error ?? {}) as CodedError;
-  if (typeof e.name === 'string' && e.name.startsWith('KafkaJS')) {
-    const k = classifyKafkaError(error);
-    return { kind: k.kind, code: k.code, immediate: false };
-  }
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code && /^[0-9A-Z]{5}$/.test(code) && e.name === 'PostgresError') return classifySqlState(code);
   if (code && NETWORK_CODES.has(code))

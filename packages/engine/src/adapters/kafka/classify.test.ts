@@ -2,9 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import kafkajs from 'kafkajs';
 import { BrokerError } from '../../errors.ts';
+import { classify } from '../../retry/classify.ts';
 import { classifyKafkaError } from './classify.ts';
 
-const { KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, KafkaJSRequestTimeoutError } = kafkajs;
+const { KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, KafkaJSRequestTimeoutError } =
+  kafkajs;
 
 const protocol = (type: string, code: number) =>
   new KafkaJSProtocolError({ message: type, type, code, retriable: false } as never);
@@ -25,4 +27,15 @@ test('kafka errors: permanent, transient, unknown; an unknown topic is transient
   const timeout = classifyKafkaError(new KafkaJSRequestTimeoutError('Request Produce(key: 0, version: 7) timed out'));
   assert.deepEqual([timeout.kind, (timeout as BrokerError).permanentAfter], ['unknown', undefined]);
   assert.ok(timeout.cause, 'the original error is the cause');
+});
+
+test('kafkajs errors as the adapter hands them on: Postbox classification by kind and code, never immediate', () => {
+  const table: Array<[unknown, string, string]> = [
+    [new KafkaJSConnectionError('down'), 'transient', 'kafka_connectionerror'],
+    [new KafkaJSRequestTimeoutError('slow'), 'unknown', 'kafka_requesttimeouterror'],
+    [protocol('MESSAGE_TOO_LARGE', 10), 'permanent', 'kafka_message_too_large'],
+  ];
+  for (const [raw, kind, code] of table) {
+    assert.deepEqual(classify(classifyKafkaError(raw)), { kind, code, immediate: false }, String(raw));
+  }
 });
