@@ -10,7 +10,8 @@ export type StackErrorCode =
   | 'not_answering'
   | 'command_failed'
   | 'stop_failed'
-  | 'locked';
+  | 'locked'
+  | 'bad_config';
 
 export class StackError extends Error {
   readonly code: StackErrorCode;

@@ -1,30 +1,50 @@
 /**
- * The local stack: PostgreSQL, Redis and Kafka for development and tests, started as detached servers under
- * `<home>` (env POSTBOX_HOME, else `<repo>/.postbox`) so they outlive the command that started them.
+ * The local stack: PostgreSQL, Redis and Kafka (and NATS with JetStream, when POSTBOX_BROKER=nats) for
+ * development and tests, started as detached servers under `<home>` (env POSTBOX_HOME, else `<repo>/.postbox`)
+ * so they outlive the command that started them.
  *
- * Each of DATABASE_URL, REDIS_URL and KAFKA_BROKERS that is set (to anything but our own address) points Postbox
- * at an existing server: `up` then only checks that it answers and starts the rest. `down` stops only servers
- * whose pid file names a live process of ours, so it can never stop the machine's own PostgreSQL or Redis.
+ * Each of DATABASE_URL, REDIS_URL, KAFKA_BROKERS and NATS_URL that is set (to anything but our own address)
+ * points Postbox at an existing server: `up` then only checks that it answers and starts the rest. `down` stops
+ * only servers whose pid file names a live process of ours, so it can never stop the machine's own PostgreSQL,
+ * Redis or NATS.
  */
 import { StackError } from './errors.ts';
 import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
 import { kafkaAnswers, kafkaService, KAFKA_BROKERS } from './kafka.ts';
+import { natsAnswers, natsService, NATS_URL } from './nats.ts';
 import { formatAddress, waitUntil } from './ports.ts';
 import { postgresAnswers, postgresService, POSTGRES_URL } from './postgres.ts';
 import { redisAnswers, redisService, REDIS_URL } from './redis.ts';
 import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
 
 export { StackError, type StackErrorCode } from './errors.ts';
-export { privateKafka, privatePostgres, privateRedis, type PrivateServer } from './private.ts';
+export { privateKafka, privateNats, privatePostgres, privateRedis, type PrivateServer } from './private.ts';
+export { natsAnswers } from './nats.ts';
 
 export interface StackEnv {
   DATABASE_URL: string;
   REDIS_URL: string;
   KAFKA_BROKERS: string;
+  /** Used when POSTBOX_BROKER=nats. */
+  NATS_URL: string;
 }
 
-const DEFAULTS: StackEnv = { DATABASE_URL: POSTGRES_URL, REDIS_URL, KAFKA_BROKERS };
+const DEFAULTS: StackEnv = { DATABASE_URL: POSTGRES_URL, REDIS_URL, KAFKA_BROKERS, NATS_URL };
+
+/** The brokers the local stack can run; POSTBOX_BROKER picks one (RabbitMQ: issue 22, not yet). */
+export const STACK_BROKERS = ['kafka', 'nats'] as const;
+export type StackBroker = (typeof STACK_BROKERS)[number];
+
+/** POSTBOX_BROKER, checked: unset means kafka; anything else must be one the stack can run. */
+export function chosenBroker(env: NodeJS.ProcessEnv = process.env): StackBroker {
+  const value = env.POSTBOX_BROKER?.trim().toLowerCase() || 'kafka';
+  if ((STACK_BROKERS as readonly string[]).includes(value)) return value as StackBroker;
+  throw new StackError(
+    'bad_config',
+    `POSTBOX_BROKER=${JSON.stringify(env.POSTBOX_BROKER)} is not a broker the stack can run: use ${STACK_BROKERS.join(' or ')}`,
+  );
+}
 
 /** How long `up` waits for one server to answer after starting it (the Kafka jar download is not included). */
 const START_TIMEOUT_MS = 90_000;
@@ -39,6 +59,7 @@ export function stackEnv(): StackEnv {
     DATABASE_URL: process.env.DATABASE_URL || DEFAULTS.DATABASE_URL,
     REDIS_URL: process.env.REDIS_URL || DEFAULTS.REDIS_URL,
     KAFKA_BROKERS: process.env.KAFKA_BROKERS || DEFAULTS.KAFKA_BROKERS,
+    NATS_URL: process.env.NATS_URL || DEFAULTS.NATS_URL,
   };
 }
 
@@ -92,7 +113,7 @@ export async function stackDown(opts: { purge?: boolean; log?: (line: string) =>
   await withStackLock(homeLockDir(), LOCK_TIMEOUT_MS, async () => {
     throwAll(
       await Promise.allSettled(
-        localServices().map(async (service) => {
+        localServices({ everyBroker: true }).map(async (service) => {
           const pid = await ensureDown(service);
           if (opts.purge) await service.purge();
           const what = pid === undefined ? 'not running' : 'stopped';
@@ -126,9 +147,16 @@ export async function stackStatus(): Promise<{
   return { services, env };
 }
 
-function localServices(): LocalService[] {
+/**
+ * The servers `up` starts: PostgreSQL, Redis, Kafka, and NATS when POSTBOX_BROKER=nats. Kafka stays in every set
+ * until the relay and consumers select their broker end to end. `down` stops every broker of ours that runs,
+ * whatever POSTBOX_BROKER says now.
+ */
+function localServices(options: { everyBroker?: boolean } = {}): LocalService[] {
   const paths = stackPaths(home());
-  return [postgresService(paths), redisService(paths), kafkaService(paths)];
+  const services = [postgresService(paths), redisService(paths), kafkaService(paths)];
+  if (options.everyBroker || chosenBroker() === 'nats') services.push(natsService(paths));
+  return services;
 }
 
 function home(): string {
@@ -158,6 +186,8 @@ function answers(service: LocalService, target: string): Promise<void> {
           .map((b) => b.trim())
           .filter(Boolean),
       );
+    case 'nats':
+      return natsAnswers(target);
   }
 }
 
@@ -166,7 +196,10 @@ function redact(target: string): string {
   try {
     const url = new URL(target);
     if (url.password) url.password = '***';
-    return url.protocol === 'postgres:' || url.protocol === 'postgresql:' || url.protocol.startsWith('redis')
+    return url.protocol === 'postgres:' ||
+      url.protocol === 'postgresql:' ||
+      url.protocol.startsWith('redis') ||
+      url.protocol === 'nats:'
       ? url.toString()
       : target;
   } catch {

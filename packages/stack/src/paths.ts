@@ -6,6 +6,7 @@ export interface StackPaths {
   home: string;
   pg: { dir: string; data: string; log: string; pidFile: string };
   redis: { dir: string; pidFile: string; log: string };
+  nats: { dir: string; store: string; config: string; pidFile: string; log: string };
   kafka: {
     dir: string;
     pom: string;
@@ -32,6 +33,7 @@ export function stackPaths(home: string): StackPaths {
   const pg = path.join(home, 'pg');
   const redis = path.join(home, 'redis');
   const kafka = path.join(home, 'kafka');
+  const nats = path.join(home, 'nats');
   return {
     home,
     pg: {
@@ -45,6 +47,13 @@ export function stackPaths(home: string): StackPaths {
       dir: redis,
       pidFile: path.join(redis, 'redis.pid'),
       log: path.join(redis, 'redis.log'),
+    },
+    nats: {
+      dir: nats,
+      store: path.join(nats, 'jetstream'),
+      config: path.join(nats, 'nats.conf'),
+      pidFile: path.join(nats, 'nats.pid'),
+      log: path.join(nats, 'nats.log'),
     },
     kafka: {
       dir: kafka,

@@ -8,6 +8,7 @@ const INSTALL_HINTS = {
   java: 'apt-get install -y openjdk-17-jre-headless',
   mvn: 'apt-get install -y maven',
   'redis-server': 'apt-get install -y redis-server',
+  'nats-server': 'apt-get install -y nats-server',
 } as const;
 
 export type Prerequisite = keyof typeof INSTALL_HINTS;

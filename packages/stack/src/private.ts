@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { kafkaService } from './kafka.ts';
+import { natsService } from './nats.ts';
 import { defaultHome, stackPaths, type StackPaths } from './paths.ts';
 import { postgresService } from './postgres.ts';
 import { isAlive, waitForExit } from './process.ts';
@@ -14,8 +15,8 @@ import { ensureDown, ensureUp, type LocalService } from './service.ts';
  * stack's servers: the caller must `stop()` it (and should `kill('SIGKILL')` it on exit).
  */
 export interface PrivateServer {
-  readonly name: 'postgres' | 'redis' | 'kafka';
-  /** What clients use: DATABASE_URL, REDIS_URL or KAFKA_BROKERS. */
+  readonly name: 'postgres' | 'redis' | 'kafka' | 'nats';
+  /** What clients use: DATABASE_URL, REDIS_URL, KAFKA_BROKERS or NATS_URL. */
   readonly url: string;
   readonly home: string;
   readonly dataDir: string;
@@ -59,6 +60,10 @@ export function privatePostgres(home: string, port: number, settings: string[] =
 
 export function privateRedis(home: string, port: number): PrivateServer {
   return wrap(redisService(stackPaths(home), port), home);
+}
+
+export function privateNats(home: string, port: number): PrivateServer {
+  return wrap(natsService(stackPaths(home), port), home);
 }
 
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */

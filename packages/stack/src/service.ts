@@ -4,16 +4,16 @@ import { canConnect, formatAddress, waitUntil, type HostPort } from './ports.ts'
 
 /**
  * One server of the local stack, as `up`, `down` and `status` see it. Each server file (postgres.ts, redis.ts,
- * kafka.ts) builds one; the lifecycle rules that are the same for all three live here, once.
+ * kafka.ts, nats.ts) builds one; the lifecycle rules that are the same for all of them live here, once.
  */
 export interface LocalService {
-  name: 'postgres' | 'redis' | 'kafka';
+  name: 'postgres' | 'redis' | 'kafka' | 'nats';
   /** The address clients use. */
   address: HostPort;
   /** Further ports the server binds (Kafka's controller), checked for squatters before a start. */
   otherPorts: HostPort[];
   /** The env var that points Postbox at an existing server instead of this one. */
-  envVar: 'DATABASE_URL' | 'REDIS_URL' | 'KAFKA_BROKERS';
+  envVar: 'DATABASE_URL' | 'REDIS_URL' | 'KAFKA_BROKERS' | 'NATS_URL';
   /** Our value for `envVar`. */
   url: string;
   dataDir: string;

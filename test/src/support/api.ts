@@ -67,6 +67,7 @@ export async function startTestApi(
   const resources = createApiResources(
     readConfig(
       {
+        ...stack,
         DATABASE_URL: databaseUrl,
         REDIS_URL: options.redisUrl ?? stack.REDIS_URL,
         KAFKA_BROKERS: options.kafkaBrokers ?? stack.KAFKA_BROKERS,

@@ -1,0 +1,88 @@
+import fs from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { exchange, formatAddress, type HostPort } from './ports.ts';
+import type { StackPaths } from './paths.ts';
+import { requireExecutable } from './prerequisites.ts';
+import { ownedPid, readPidFile, spawnDetached, terminate } from './process.ts';
+import type { LocalService } from './service.ts';
+
+const ADDRESS: HostPort = { host: '127.0.0.1', port: 14222 };
+
+export const NATS_URL = `nats://${formatAddress(ADDRESS)}`;
+
+/**
+ * The stack's NATS server with JetStream on file storage (Debian's `nats-server`), on the project's own port:
+ * never the machine's shared 4222. A private one (stack/private.ts) passes its own paths and port.
+ *
+ * Durability: nats-server 2.9 has no `sync_interval` setting (2.10 added `sync_interval: always`): its file
+ * store is fsynced on the server's own timer, not per message — as a single Kafka broker with acks=all leaves its
+ * log to the page cache (`log.flush.interval.messages` unset).
+ */
+export function natsService(paths: StackPaths, port = ADDRESS.port): LocalService {
+  const { nats } = paths;
+  const address = { host: ADDRESS.host, port };
+  const url = `nats://${formatAddress(address)}`;
+  return {
+    name: 'nats',
+    address,
+    otherPorts: [],
+    envVar: 'NATS_URL',
+    url,
+    dataDir: nats.dir,
+    logFile: nats.log,
+    mayRemovePidFile: true,
+    pidFile: nats.pidFile,
+    // The command line names our config file: that tells ours from the machine's nats-server (4222).
+    ownedPid: () => ownedPid(nats.pidFile, nats.config),
+    checkPrerequisites: async () => {
+      await requireExecutable('nats-server');
+    },
+    start: async () => {
+      const server = await requireExecutable('nats-server');
+      await fs.mkdir(nats.store, { recursive: true });
+      await fs.writeFile(nats.config, config(address, paths));
+      spawnDetached(server, ['-c', nats.config], nats.log, { cwd: nats.dir });
+      // nats-server writes its pid file once it has parsed the config and bound its port.
+      for (let i = 0; i < 50 && (await readPidFile(nats.pidFile)) === undefined; i++) await sleep(100);
+    },
+    ready: () => natsAnswers(url),
+    // SIGTERM is a graceful shutdown: JetStream flushes its stores; the server removes its pid file.
+    stop: async (pid) => {
+      await terminate(pid, 30_000);
+    },
+    purge: () => fs.rm(nats.dir, { recursive: true, force: true }),
+  };
+}
+
+function config(address: HostPort, paths: StackPaths): string {
+  const { nats } = paths;
+  return [
+    '# Written by `postbox stack up`; rewritten at every start.',
+    `listen: ${JSON.stringify(formatAddress(address))}`,
+    `pid_file: ${JSON.stringify(nats.pidFile)}`,
+    // The stream store; limits stay the server's defaults (a fraction of memory and of the disk).
+    `jetstream { store_dir: ${JSON.stringify(nats.store)} }`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * Resolves once the server at `url` answers a PING after CONNECT and announces JetStream in its INFO: a NATS
+ * without JetStream could take publishes but never confirm them.
+ */
+export async function natsAnswers(url: string): Promise<void> {
+  const parsed = new URL(url);
+  const address = { host: parsed.hostname || '127.0.0.1', port: Number(parsed.port || 4222) };
+  const connect = { verbose: false, pedantic: false, name: 'postbox-stack', lang: 'node', version: '0', protocol: 1 };
+  if (parsed.username) Object.assign(connect, { user: decodeURIComponent(parsed.username) });
+  if (parsed.password) Object.assign(connect, { pass: decodeURIComponent(parsed.password) });
+  const reply = await exchange(address, `CONNECT ${JSON.stringify(connect)}\r\nPING\r\n`, 2);
+  const [info, pong] = reply.split('\r\n');
+  if (!info?.startsWith('INFO ') || pong !== 'PONG')
+    throw new Error(`nats at ${formatAddress(address)} answered ${JSON.stringify(reply.trim().slice(0, 200))}`);
+  const announced = JSON.parse(info.slice(5)) as { jetstream?: boolean };
+  if (announced.jetstream !== true)
+    throw new Error(
+      `nats at ${formatAddress(address)} runs without JetStream (start it with -js or a jetstream block)`,
+    );
+}
