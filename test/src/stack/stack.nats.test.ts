@@ -1,33 +1,29 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { chosenBroker, natsAnswers, privateNats, StackError, type PrivateServer } from '@postbox/stack';
-import { freePort } from '../support/private-stack.ts';
+import { chosenBroker, natsAnswers, StackError, type PrivateServer } from '@postbox/stack';
+import { restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 
 // The stack's NATS (issue 22, local stack): Debian's nats-server with JetStream on file storage, on a port of
 // its own (never the machine's shared 4222), started by the stack's own module under a private home. What the
 // NATS adapter will build on is checked here against the running server: a publish is confirmed with its
 // stream sequence, a re-send under the same Nats-Msg-Id is a duplicate that names the original sequence, and a
 // stream survives kill -9 of the server (file storage under the stack's home).
-let home: string;
+let stack: PrivateStack;
 let nats: PrivateServer;
 let nc: NatsConnection | null = null;
 
 before(async () => {
-  home = path.join(os.tmpdir(), `postbox-nats-${randomBytes(4).toString('hex')}`);
-  nats = privateNats(home, await freePort());
-  await nats.start();
+  stack = await startPrivateStack({ nats: true });
+  nats = stack.nats!;
 });
 
 after(async () => {
   await nc?.close();
-  await nats?.stop();
-  await fs.rm(home, { recursive: true, force: true });
+  await stack?.stop();
 });
 
 test('POSTBOX_BROKER picks the broker the stack runs: kafka when unset, nats by name, anything else refused by name', () => {
@@ -66,7 +62,7 @@ test('the private NATS answers with JetStream on; a publish is confirmed with it
   nc = null;
   await nats.signal('SIGKILL');
   await nats.waitForExit();
-  await nats.start();
+  await restart(nats);
   nc = await connect({ servers: nats.url.replace('nats://', '') });
   const info = await (await jetstreamManager(nc)).streams.info('PB_orders_0');
   assert.equal(info.state.messages, 2, 'both confirmed messages are there after kill -9 and a restart');

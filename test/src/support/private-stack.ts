@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { privateKafka, privatePostgres, privateRedis, type PrivateServer } from '@postbox/stack';
+import { privateKafka, privateNats, privatePostgres, privateRedis, type PrivateServer } from '@postbox/stack';
 import { FaultProxy } from './fault-proxy.ts';
 
 /**
@@ -29,6 +29,8 @@ export interface PrivateStackOptions {
     proxy?: boolean;
   };
   redis?: boolean | { proxy?: boolean };
+  /** NATS with JetStream (file storage under the home). */
+  nats?: boolean;
 }
 
 export interface PrivateStack {
@@ -36,9 +38,10 @@ export interface PrivateStack {
   kafka: PrivateServer | null;
   postgres: PrivateServer | null;
   redis: PrivateServer | null;
+  nats: PrivateServer | null;
   proxies: { kafka?: FaultProxy; postgres?: FaultProxy; redis?: FaultProxy };
   /** What clients use (through the proxies where there are), for the servers started here. */
-  urls: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
+  urls: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string; NATS_URL: string }>;
   /** The direct addresses, around any proxy. */
   direct: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
   stop(): Promise<void>;
@@ -78,6 +81,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
     kafka: null,
     postgres: null,
     redis: null,
+    nats: null,
     proxies: {},
     urls: {},
     direct: {},
@@ -89,6 +93,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
     if (options.postgres) starts.push(startPostgres(stack, options.postgres));
     if (options.redis) starts.push(startRedis(stack, typeof options.redis === 'object' ? options.redis : {}));
     if (options.kafka) starts.push(startKafka(stack, options.kafka));
+    if (options.nats) starts.push(startNats(stack));
     const results = await Promise.allSettled(starts);
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -168,13 +173,19 @@ async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<
   }
 }
 
+async function startNats(stack: PrivateStack): Promise<void> {
+  stack.nats = privateNats(path.join(stack.home, 'n'), await freePort());
+  await restart(stack.nats);
+  stack.urls.NATS_URL = stack.nats.url;
+}
+
 async function stopStack(stack: PrivateStack): Promise<void> {
   running.delete(stack);
   const errors: unknown[] = [];
   // The data is thrown away: no graceful shutdown needed (a Kafka controlled shutdown alone takes seconds).
   // PostgreSQL gets its immediate stop (SIGQUIT), so the postmaster ends its backends and shared memory.
   await Promise.all(
-    [stack.kafka, stack.redis, stack.postgres].map(async (server) => {
+    [stack.kafka, stack.redis, stack.postgres, stack.nats].map(async (server) => {
       if (!server) return;
       try {
         if ((await server.pid()) !== undefined) {
