@@ -103,6 +103,33 @@ async function metricsUntil(what: string, ok: (s: Sample[]) => boolean, timeoutM
   });
 }
 
+test('a topic whose every event was published between two scrapes has its outbox gauges, at 0', async () => {
+  const quick = uniqueTopic('metrics0');
+  await createTopic(quick, 1);
+  const rows = [1, 2, 3].map((v) => ({
+    event_type: 'OrderPlaced',
+    aggregate_id: 'q-1',
+    aggregate_version: v,
+    data: {},
+  }));
+  await db.sql.begin((tx) => enqueueMany(tx, rows, { topic: quick }));
+  relay.wake();
+  await waitFor('the relay to publish them', async () => {
+    const [r] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${quick} AND status = 'published'`;
+    return r!.n === rows.length;
+  });
+  const dest = { messaging_destination_name: quick };
+  const s = await metricsUntil(
+    'the topic in the outbox gauges',
+    (x) => value(x, 'postbox_outbox_pending', { ...dest, postbox_outbox_status: 'pending' }) !== undefined,
+  );
+  assert.equal(value(s, 'postbox_outbox_pending', { ...dest, postbox_outbox_status: 'publishing' }), 0);
+  assert.equal(value(s, 'postbox_outbox_pending', { ...dest, postbox_outbox_status: 'pending' }), 0);
+  assert.equal(value(s, 'postbox_outbox_oldest_pending_age', dest), 0);
+  assert.equal(value(s, 'postbox_outbox_failed', dest), 0);
+});
+
 test('relay and consumer metrics on the Prometheus endpoint, with values the flow implies', async () => {
   const rows: EventInput[] = [];
   for (let v = 1; v <= 2; v++)

@@ -156,6 +156,9 @@ function relayCycle(result: CycleResult): void {
   if (!result.sent || result.sent.length === 0) return;
   const m = instruments();
   if (m.off) return;
+  // A topic this relay sent to has an outbox gauge from now on, 0 when nothing is left: without this, a topic
+  // whose rows were all published between two readings of the gauges never had a series at all.
+  for (const t of result.sent) outboxTopics.add(t.topic);
   const single = result.sent.length === 1 ? result.sent[0]!.topic : null;
   if (result.publishMs !== undefined && result.publishMs !== null) {
     const sentError = result.sent.flatMap((t) => t.errors).find((e) => e.rescheduled + e.failed > e.refused)?.code;
@@ -324,8 +327,9 @@ class DatabaseGauges<T> {
   }
 }
 
-// The query returns only topics with live or failed rows; a topic seen before reads 0 rather than keeping its
-// last value (the SDK goes on reporting the last observation of a series that is no longer observed).
+// The query returns only topics with live or failed rows; a topic seen before (there, or in a relay cycle's send)
+// reads 0 rather than keeping its last value (the SDK goes on reporting the last observation of a series that
+// is no longer observed).
 const outboxTopics = new Set<string>();
 const outboxGauges = new DatabaseGauges(
   (m) => [m.outboxPending, m.outboxOldest, m.outboxFailed],
