@@ -2,7 +2,7 @@
 export { Relay } from './relay/relay.ts';
 export { runLaneCycle, type CycleResult, type LaneTask } from './relay/cycle.ts';
 export { inlineExecutor, type LaneExecutor } from './relay/executor.ts';
-export { resolveRelayOptions, type RelayOptions } from './relay/options.ts';
+export { resolveRelayOptions, type RelayOptions, type RelayOptionsInput } from './relay/options.ts';
 export type { OutboundMessage, PublishOutcome, Publisher } from './ports/publisher.ts';
 export { Consumer, type ConsumerStats } from './consumer/consumer.ts';
 export { consumeBatch, type ConsumeStepDeps } from './consumer/consume-step.ts';

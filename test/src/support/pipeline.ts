@@ -159,6 +159,20 @@ export class Pipeline {
     } catch (cause) {
       lines.push(`outbox not readable: ${(cause as Error).message}`);
     }
+    try {
+      // A pending row due long ago is the head of a lane nobody runs: who holds the lane, and its batch in flight.
+      const heads = await this.#sql<Record<string, unknown>[]>`
+        SELECT o.lane, o.seq, o.attempts, round(extract(epoch FROM now() - o.available_at))::int AS due_s_ago,
+               l.owner, round(extract(epoch FROM l.lease_until - now()))::int AS lane_lease_s,
+               f.owner AS sending_owner, f.sending_to, round(extract(epoch FROM f.sending_until - now()))::int AS sending_s,
+               left(o.last_error, 120) AS error
+        FROM message_outbox o JOIN relay_lane l USING (lane) LEFT JOIN relay_lane_inflight f USING (lane)
+        WHERE o.status = 'pending' AND o.available_at < now() - interval '10 seconds'
+        ORDER BY o.available_at LIMIT 10`;
+      for (const h of heads) lines.push(`overdue head ${JSON.stringify(h)}`);
+    } catch (cause) {
+      lines.push(`lanes not readable: ${(cause as Error).message}`);
+    }
     const processes = [...this.processes];
     const dead = processes.filter((p) => !alive(p));
     if (dead.length > 0) lines.push(`${dead.length} process(es) ended earlier (killed at failpoints, or stopped)`);

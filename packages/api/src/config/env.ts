@@ -53,12 +53,16 @@ export function readConfig(
     maxInFlight: optionalInt(env, 'POSTBOX_RELAY_IN_FLIGHT'),
     maxAttempts: optionalInt(env, 'POSTBOX_RELAY_MAX_ATTEMPTS'),
   };
+  const backoff = {
+    baseMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_BASE_MS'),
+    capMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_CAP_MS'),
+  };
   return {
     databaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
     kafka: kafkaConnection(stack.KAFKA_BROKERS, env),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
-    relay: resolveRelayOptions(definedOnly(relay)),
+    relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,

@@ -77,6 +77,19 @@ export async function reschedule(
 }
 
 /**
+ * Makes the pending rows of these lanes due now that wait out a backoff (the broker was unreachable and answers
+ * again). Only lanes `owner` holds. Returns: the rows made due. Locks: those rows.
+ */
+export async function resumeLanes(sql: Queryable, lanes: number[], owner: string): Promise<number> {
+  if (lanes.length === 0) return 0;
+  const result = await sql`
+    UPDATE message_outbox SET available_at = now()
+    WHERE lane = ANY (${lanes}::smallint[]) AND status = 'pending' AND available_at > now()
+      AND lane IN (SELECT lane FROM relay_lane WHERE owner = ${owner} AND lease_until > now())`;
+  return result.count;
+}
+
+/**
  * Ends rows in `failed` with the error and the attempt that failed (permanent error, or the attempt budget is
  * spent). Only rows of lanes this relay still holds. Locks: the rows.
  */

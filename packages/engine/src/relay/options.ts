@@ -31,7 +31,10 @@ export const defaultRelayOptions: RelayOptions = {
   backoff: defaultBackoff,
 };
 
-export function resolveRelayOptions(partial: Partial<RelayOptions> = {}): RelayOptions {
+/** Relay options as given: any of them, the backoff's too; the rest default. */
+export type RelayOptionsInput = Partial<Omit<RelayOptions, 'backoff'>> & { backoff?: Partial<BackoffOptions> };
+
+export function resolveRelayOptions(partial: RelayOptionsInput = {}): RelayOptions {
   const o = { ...defaultRelayOptions, ...partial, backoff: { ...defaultRelayOptions.backoff, ...partial.backoff } };
   const positive = (name: keyof RelayOptions, value: number) => {
     if (!Number.isInteger(value) || value <= 0) {
@@ -51,5 +54,11 @@ export function resolveRelayOptions(partial: Partial<RelayOptions> = {}): RelayO
   }
   if (o.batchSize > 10_000) throw new ConfigError(`relay option batchSize must be at most 10000, got ${o.batchSize}`);
   if (o.leaseMs < 1000) throw new ConfigError(`relay option leaseMs must be at least 1000 ms, got ${o.leaseMs}`);
+  const { baseMs, capMs } = o.backoff;
+  if (!Number.isInteger(baseMs) || baseMs <= 0 || !Number.isInteger(capMs) || capMs < baseMs) {
+    throw new ConfigError(
+      `relay backoff must have baseMs a positive integer and capMs an integer ≥ baseMs, got baseMs ${baseMs}, capMs ${capMs}`,
+    );
+  }
   return o;
 }

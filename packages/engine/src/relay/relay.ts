@@ -4,7 +4,7 @@ import type { Sql } from '../db/connect.ts';
 import { parseWakePayload, WAKE_CHANNEL } from '../outbox/wake.ts';
 import { laneHasForeignLeases } from '../queries/outbox-claim.ts';
 import { leaveRelaySet } from '../queries/relay-lanes.ts';
-import { releaseLeases } from '../queries/outbox-settle.ts';
+import { releaseLeases, resumeLanes } from '../queries/outbox-settle.ts';
 import { backoffDelayMs } from '../retry/backoff.ts';
 import { silentLogger, type Logger } from '../telemetry/logger.ts';
 import { observeOutbox, recordRelayCycle } from '../telemetry/metrics.ts';
@@ -12,13 +12,13 @@ import type { CycleResult } from './cycle.ts';
 import type { LaneExecutor } from './executor.ts';
 import { balanceLanes, releaseLane } from './lanes.ts';
 import { FailureStreak } from '../telemetry/failure-streak.ts';
-import { resolveRelayOptions, type RelayOptions } from './options.ts';
+import { resolveRelayOptions, type RelayOptions, type RelayOptionsInput } from './options.ts';
 
 /** What a relay needs: a pool, an executor for its lane cycles, its options. */
 export interface RelayConfig {
   sql: Sql;
   executor: LaneExecutor;
-  options?: Partial<RelayOptions>;
+  options?: RelayOptionsInput;
   /** @defaultValue `<hostname>-<pid>-<random>` */
   owner?: string;
   log?: Logger;
@@ -49,6 +49,14 @@ interface LaneState {
    * the lane runs again as soon as the cycle ends instead of a poll later.
    */
   wokenWhileBusy: boolean;
+  /**
+   * Paused by a failed publish: resumed as soon as another cycle gets a confirmation (the broker answers again),
+   * not when the backoff ends — up to the 2 min cap for rows retried through a long outage, with the rest of the
+   * lane waiting behind its head. At most once between two passing cycles of its own, so a lane whose own
+   * partition stays down keeps its backoff and its attempts grow no faster.
+   */
+  waitsForBroker: boolean;
+  resumedEarly: boolean;
 }
 
 /**
@@ -189,6 +197,8 @@ export class Relay {
           errors: 0,
           hot: false,
           wokenWhileBusy: false,
+          waitsForBroker: false,
+          resumedEarly: false,
         });
       }
       for (const lane of changes.surplus) {
@@ -299,6 +309,7 @@ export class Relay {
       // back later), and those lanes sat out long backoffs while their rows waited (the outage fault test).
       if (this.#cycleStreak.count > 0) this.#retryFailedLanesNow();
       this.#cycleStreak.succeeded();
+      if (result.published > 0) await this.#resumeLanesWaitingForBroker();
       const now = Date.now();
       const full = result.claimed >= this.#options.batchSize;
       const paused = new Set(result.pausedLanes);
@@ -309,7 +320,10 @@ export class Relay {
         if (result.pauseMs !== null && paused.has(lane)) {
           state.pausedUntil = now + result.pauseMs;
           state.nextAt = state.pausedUntil;
+          state.waitsForBroker = !state.resumedEarly;
         } else {
+          state.waitsForBroker = false;
+          state.resumedEarly = false;
           // A full claim may have left rows in any of its lanes (the limit is shared): all go again at once; so
           // does a lane woken while the cycle ran. Otherwise the next wake-up or the poll brings it back.
           state.nextAt = full || state.wokenWhileBusy ? now : now + this.#options.pollMs;
@@ -325,6 +339,31 @@ export class Relay {
         state.nextAt = Date.now() + delay;
       }
       this.#cycleStreak.failed(cause, { lanes, retryInMs: delay });
+    }
+  }
+
+  /**
+   * The broker answers again: lanes paused by failed publishes go now, their rows made due (one statement).
+   * Without this they sat out the backoff the outage earned — up to the 2 min cap for a row retried through a
+   * long outage, with every later event of the lane waiting behind it (fault suite: broker SIGKILL, twice).
+   */
+  async #resumeLanesWaitingForBroker(): Promise<void> {
+    const now = Date.now();
+    const waiting = [...this.#lanes].filter(([, s]) => s.waitsForBroker && !s.busy && s.pausedUntil > now);
+    if (waiting.length === 0) return;
+    const lanes = waiting.map(([lane]) => lane);
+    try {
+      const rows = await resumeLanes(this.#sql, lanes, this.owner);
+      for (const [, state] of waiting) {
+        state.waitsForBroker = false;
+        state.resumedEarly = true;
+        state.pausedUntil = 0;
+        state.nextAt = Math.min(state.nextAt, Date.now());
+      }
+      this.#log.info({ lanes, rows }, 'broker answers again: lanes paused by failed publishes resume now');
+    } catch (cause) {
+      // They wait out their backoff instead.
+      this.#log.warn({ lanes, err: String(cause) }, 'could not resume the lanes paused by the broker outage');
     }
   }
 
