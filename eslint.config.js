@@ -52,6 +52,20 @@ export default tseslint.config(
           ],
         },
       ],
+      // Nor a binding's header names: the core reads broker-neutral headers (envelope/headers.ts).
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'Literal[value=/^ce_/], TemplateElement[value.raw=/^ce_/], Identifier[name=/^ce_/]',
+          message:
+            "a binding's header name (ce_…) outside a broker adapter: read the neutral name (envelope/headers.ts)",
+        },
+      ],
     },
+  },
+  {
+    // The one reader of headers stored before they were neutral.
+    files: ['packages/engine/src/envelope/headers.ts'],
+    rules: { 'no-restricted-syntax': 'off' },
   },
 );

@@ -1,4 +1,4 @@
-import { createKafka, toRecord } from '@postbox/engine/kafka';
+import { createKafka, toKafkaHeaders, toRecord } from '@postbox/engine/kafka';
 import { Partitioners } from 'kafkajs';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
@@ -42,7 +42,7 @@ export async function naiveRelayBaseline({ options, report }: Bench): Promise<vo
         await producer.send({
           topic: record.topic,
           acks: -1,
-          messages: [{ key: record.key, value: record.value, headers: record.headers }],
+          messages: [{ key: record.key, value: record.value, headers: toKafkaHeaders(record.headers) }],
         });
         await db.sql`UPDATE message_outbox SET status = 'published', published_at = now(), lease_until = NULL WHERE event_id = ${row.event_id}`;
         return 1;

@@ -5,4 +5,5 @@ export { KafkaPublisher } from './adapters/kafka/publisher.ts';
 export { KafkaSubscriber, type KafkaSubscriberOptions, type SubscriberCrash } from './adapters/kafka/subscriber.ts';
 export { KafkaOffsets } from './adapters/kafka/offsets.ts';
 export { KafkaTopicReader } from './adapters/kafka/topic-reader.ts';
+export { fromKafkaHeaders, toKafkaHeaders } from './adapters/kafka/headers.ts';
 export { toRecord } from './relay/record.ts';

@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, defineConsumer } from '@postbox/engine';
-import { consumeBatch, encodeTask, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
+import { consumeBatch, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, createHandlerTables, type RawRecord } from '../support/consumer.ts';
+import { ceRecord, createHandlerTables, type RawRecord, taskSource } from '../support/consumer.ts';
 
 // A handler module's handleBatch, through the consume step on PostgreSQL (no broker needed to show the batch
 // contract): a task's events reach it in one call; a batch that throws rolls back whole and each event is then
@@ -12,7 +12,6 @@ const BATCH_HANDLER = new URL('./fixtures/batch-handler.ts', import.meta.url);
 let db: TestDatabase;
 let deps: ConsumeStepDeps;
 const definition = defineConsumer({ name: 'batch-handler', topics: ['batch-handler'], handler: BATCH_HANDLER });
-let offset = 0;
 
 before(async () => {
   db = await freshDatabase();
@@ -26,11 +25,7 @@ after(async () => {
   await db.drop();
 });
 
-function task(records: RawRecord[]) {
-  return encodeTask(
-    records.map((r) => ({ ...r, topic: 'batch-handler', partition: 0, offset: String(offset++), attempt: 1 })),
-  );
-}
+const task = taskSource('batch-handler');
 
 async function callSizes(): Promise<number[]> {
   const rows = await db.sql<{ size: number }[]>`SELECT size FROM test_batch_call ORDER BY id`;

@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { defineConsumer } from '@postbox/engine';
-import { consumeBatch, encodeTask, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
+import { consumeBatch, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord } from '../support/consumer.ts';
+import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord, taskSource } from '../support/consumer.ts';
 
 // The consume step straight on PostgreSQL (no broker): one task may hold two deliveries of one event id — the
 // consumer groups records by aggregate, and a reused id under another aggregate lands beside the original. The
@@ -13,7 +13,6 @@ import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord } from
 let db: TestDatabase;
 let deps: ConsumeStepDeps;
 const definition = defineConsumer({ name: 'inbox-batch', topics: ['inbox-batch'], handler: RECORDING_HANDLER });
-let offset = 0;
 
 before(async () => {
   db = await freshDatabase();
@@ -25,11 +24,7 @@ after(async () => {
   await db.drop();
 });
 
-function task(records: RawRecord[]) {
-  return encodeTask(
-    records.map((r) => ({ ...r, topic: 'inbox-batch', partition: 0, offset: String(offset++), attempt: 1 })),
-  );
-}
+const task = taskSource('inbox-batch');
 
 async function inboxRow(eventId: string) {
   const [row] = await db.sql<{ aggregate_id: string; duplicate_deliveries: number }[]>`

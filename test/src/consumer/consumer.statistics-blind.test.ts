@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, defineConsumer, newEventId, type Sql } from '@postbox/engine';
-import { consumeBatch, encodeTask, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
+import { consumeBatch, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord } from '../support/consumer.ts';
+import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord, taskSource } from '../support/consumer.ts';
 
 // A consumer the planner's statistics do not know yet (new, or growing faster than autovacuum analyzes) is
 // estimated at one row. The consume step's statements that joined a batch's ids (unnest) with this consumer's
@@ -12,11 +12,11 @@ import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord } from
 // whatever the statistics: counted here as index entries read (pg_stat_user_indexes), not timed.
 const ROWS = 20_000;
 const name = 'stats-blind';
+const taskOf = taskSource(name);
 const definition = defineConsumer({ name, topics: [name], handler: RECORDING_HANDLER });
 let db: TestDatabase;
 let one: Sql;
 let deps: ConsumeStepDeps;
-let offset = 0;
 
 before(async () => {
   db = await freshDatabase();
@@ -60,9 +60,7 @@ async function indexReads(): Promise<{ versions: number; inbox: number }> {
 }
 
 async function step(records: RawRecord[]) {
-  const task = encodeTask(
-    records.map((r) => ({ ...r, topic: name, partition: 0, offset: String(offset++), attempt: 1 })),
-  );
+  const task = taskOf(records);
   const before = await indexReads();
   const result = await consumeBatch(deps, task);
   const after = await indexReads();

@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createWaker, defineConsumer } from '@postbox/engine';
-import { consumeBatch, encodeTask, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
+import { consumeBatch, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, type RawRecord } from '../support/consumer.ts';
+import { ceRecord, type RawRecord, taskSource } from '../support/consumer.ts';
 
 // A handler that writes outbox rows (a saga's next command, a follow-up event) commits them in the consumer's
 // transaction; the relays must hear of them after that commit, as after a service's `transaction()`, or they wait
@@ -14,7 +14,6 @@ let db: TestDatabase;
 let deps: ConsumeStepDeps;
 const nudges: string[] = [];
 let unlisten: (() => Promise<void>) | null = null;
-let offset = 0;
 
 before(async () => {
   db = await freshDatabase();
@@ -30,11 +29,7 @@ after(async () => {
   await db.drop();
 });
 
-function task(records: RawRecord[]) {
-  return encodeTask(
-    records.map((r) => ({ ...r, topic: 'chain-in', partition: 0, offset: String(offset++), attempt: 1 })),
-  );
-}
+const task = taskSource('chain-in');
 
 async function lanesOf(aggregates: string[]): Promise<number[]> {
   const rows = await db.sql<{ lane: number }[]>`

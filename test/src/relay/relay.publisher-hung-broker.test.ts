@@ -35,7 +35,7 @@ test('a publisher whose first connect hit a hung broker publishes once the broke
     requestTimeoutMs: 1000,
     ackTimeoutMs: 2000,
   });
-  const message = (i: number) => ({ topic, key: 'hung', value: Buffer.from(`m${i}`), headers: { ce_id: `hung-${i}` } });
+  const message = (i: number) => ({ topic, key: 'hung', value: Buffer.from(`m${i}`), headers: { id: `hung-${i}` } });
   try {
     proxy.setMode('blackhole');
     const [hung] = await publisher.publish([message(0)], { timeoutMs: 8000 });

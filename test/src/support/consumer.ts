@@ -1,8 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel, Partitioners, type Message } from 'kafkajs';
 import { defineConsumer, newEventId, type ConsumerInput, type Sql } from '@postbox/engine';
-import { KafkaSubscriber, type KafkaSubscriberOptions } from '@postbox/engine/kafka';
-import { Consumer, inlineConsumeExecutor } from '@postbox/engine/runtime';
+import { fromKafkaHeaders, KafkaSubscriber, type KafkaSubscriberOptions } from '@postbox/engine/kafka';
+import { Consumer, encodeTask, inlineConsumeExecutor } from '@postbox/engine/runtime';
 import { createConsumePool } from '@postbox/workers';
 import { stack } from './stack.ts';
 
@@ -47,6 +47,25 @@ export function ceRecord(e: TestEvent): RawRecord {
       ...e.headers,
     },
   };
+}
+
+/**
+ * Tasks for the consume step without a broker: each record as the Kafka subscriber hands it over (headers
+ * broker-neutral), first delivery, on partition 0 of `topic` at the next offset of this task source.
+ */
+export function taskSource(topic: string): (records: RawRecord[]) => ReturnType<typeof encodeTask> {
+  let offset = 0;
+  return (records) =>
+    encodeTask(
+      records.map((r) => ({
+        ...r,
+        headers: fromKafkaHeaders(r.headers),
+        topic,
+        partition: 0,
+        offset: String(offset++),
+        attempt: 1,
+      })),
+    );
 }
 
 /** Produces records straight to Kafka (murmur2 by key, like the relay), in the order given, acks = all. */

@@ -38,12 +38,12 @@ export async function applyEvents(
   );
   const isBlocker = (e: ValidEvent) => {
     const by = states.get(e.envelope.aggregate_id)?.blockedBy;
-    return typeof by === 'string' && (by === e.envelope.event_id || by === e.record.headers.ce_replaces);
+    return typeof by === 'string' && (by === e.envelope.event_id || by === e.record.headers.replaces);
   };
   // A due retry (or replay) of the head of a block lifts it; its successors drain after it below.
   for (const e of events) {
     if (!e.record.retry || !isBlocker(e)) continue;
-    const replaced = e.record.headers.ce_replaces ? [e.record.headers.ce_replaces] : [];
+    const replaced = e.record.headers.replaces ? [e.record.headers.replaces] : [];
     await settleRetriedFailure(tx, consumer, e.envelope.aggregate_id, [e.envelope.event_id, ...replaced]);
     states.get(e.envelope.aggregate_id)!.blockedBy = undefined;
   }

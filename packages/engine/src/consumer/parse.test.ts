@@ -25,13 +25,13 @@ function record(change: (r: InboundRecord) => void = () => {}): InboundRecord {
     key: 'a-1',
     value: Buffer.from('{"n":1}'),
     headers: {
-      ce_id: id,
-      ce_type: 'V2Event',
-      ce_source: 'test',
-      ce_subject: 'a-1',
-      ce_time: '2026-01-01T00:00:00.000Z',
-      ce_aggregateversion: '3',
-      ce_schemaversion: '2',
+      id: id,
+      type: 'V2Event',
+      source: 'test',
+      subject: 'a-1',
+      time: '2026-01-01T00:00:00.000Z',
+      aggregateversion: '3',
+      schemaversion: '2',
     },
   };
   change(r);
@@ -59,10 +59,10 @@ test('parseRecord names each kind of poison, keeping what identity it could read
     [(r) => (r.value = Buffer.from([0xc3, 0x28])), 'not_utf8'],
     [(r) => (r.value = Buffer.from('nope')), 'not_json'],
     [(r) => (r.value = null), 'not_json'],
-    [(r) => (r.headers.ce_aggregateversion = '0'), 'envelope_invalid'],
+    [(r) => (r.headers.aggregateversion = '0'), 'envelope_invalid'],
     [(r) => (r.key = 'a-2'), 'key_mismatch'],
-    [(r) => (r.headers.ce_schemaversion = '3'), 'unknown_schema_version'],
-    [(r) => (r.headers.ce_type = 'Other'), 'unknown_schema_version'],
+    [(r) => (r.headers.schemaversion = '3'), 'unknown_schema_version'],
+    [(r) => (r.headers.type = 'Other'), 'unknown_schema_version'],
   ];
   for (const [change, code] of cases) {
     const parsed = parseRecord(record(change), definition);
@@ -73,9 +73,9 @@ test('parseRecord names each kind of poison, keeping what identity it could read
   }
 });
 
-test('parseRecord puts unknown ce_ headers into envelope.extensions, and leaves it out when there is none', () => {
+test('parseRecord puts headers that are no known attribute into envelope.extensions, and leaves it out when there is none', () => {
   const parsed = parseRecord(
-    record((r) => Object.assign(r.headers, { ce_sagaid: 's-1', ce_direction: 'compensate', 'x-other': 'no' })),
+    record((r) => Object.assign(r.headers, { sagaid: 's-1', direction: 'compensate' })),
     definition,
   );
   assert.ok(parsed.ok);
@@ -86,10 +86,10 @@ test('parseRecord puts unknown ce_ headers into envelope.extensions, and leaves 
 });
 
 test('parseRecord never takes a known attribute for an extension', () => {
-  // Values parse would accept where it reads them (ce_deadline); every other known one is ignored or overridden.
-  const known = Object.fromEntries([...RESERVED_ATTRIBUTES].map((name) => [`ce_${name}`, '2030-01-01T00:00:00Z']));
+  // Values parse would accept where it reads them (deadline); every other known one is ignored or overridden.
+  const known = Object.fromEntries([...RESERVED_ATTRIBUTES].map((name) => [name, '2030-01-01T00:00:00Z']));
   const parsed = parseRecord(
-    record((r) => (r.headers = { ...known, ...r.headers, ce_sagaid: 's-1' })),
+    record((r) => (r.headers = { ...known, ...r.headers, sagaid: 's-1' })),
     definition,
   );
   assert.ok(parsed.ok, JSON.stringify(parsed));
@@ -98,9 +98,9 @@ test('parseRecord never takes a known attribute for an extension', () => {
 
 test('parseRecord holds extensions to the enqueue rules: a bad one is envelope_invalid, naming it', () => {
   const cases: Array<[Record<string, string>, RegExp]> = [
-    [{ ce_SagaId: 'x' }, /extensions\.SagaId: must be 1–20 lowercase letters or digits/],
-    [{ ce_sagaid: 'x'.repeat(1025) }, /extensions\.sagaid: must be at most 1024 bytes/],
-    [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ce_ext${i}`, 'v'])), /extensions: must have at most 20/],
+    [{ SagaId: 'x' }, /extensions\.SagaId: must be 1–20 lowercase letters or digits/],
+    [{ sagaid: 'x'.repeat(1025) }, /extensions\.sagaid: must be at most 1024 bytes/],
+    [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ext${i}`, 'v'])), /extensions: must have at most 20/],
   ];
   for (const [headers, rule] of cases) {
     const parsed = parseRecord(
@@ -149,17 +149,17 @@ test('the fingerprint covers extensions: another value differs, header order doe
   const base = record();
   const withExt = (headers: Record<string, string>) =>
     fingerprint({ ...base, headers: { ...base.headers, ...headers } });
-  const a = withExt({ ce_sagaid: 's-1', ce_replyto: 'r' });
-  assert.deepEqual(withExt({ ce_replyto: 'r', ce_sagaid: 's-1' }), a);
-  assert.notDeepEqual(withExt({ ce_sagaid: 's-2', ce_replyto: 'r' }), a);
-  assert.notDeepEqual(withExt({ ce_sagaid: 's-1' }), a);
+  const a = withExt({ sagaid: 's-1', replyto: 'r' });
+  assert.deepEqual(withExt({ replyto: 'r', sagaid: 's-1' }), a);
+  assert.notDeepEqual(withExt({ sagaid: 's-2', replyto: 'r' }), a);
+  assert.notDeepEqual(withExt({ sagaid: 's-1' }), a);
   assert.notDeepEqual(fingerprint(base), a);
   // Headers that are not extensions (trace context, a known attribute Postbox does not read) leave it alone.
   assert.deepEqual(
     withExt({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
     fingerprint(base),
   );
-  assert.deepEqual(withExt({ ce_dataschema: 'x' }), fingerprint(base));
+  assert.deepEqual(withExt({ dataschema: 'x' }), fingerprint(base));
   // The digest of an event without extensions, as the inbox stored it before extensions existed.
   assert.equal(fingerprint(base).toString('hex'), '4e4cff1c1bec7a845815c1e0aa533a31');
 });

@@ -46,9 +46,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * Reads a CloudEvents binary-mode record (see relay/record.ts) into a validated envelope, or says exactly why
- * not. Checks in order: size, UTF-8, JSON, envelope contract, key = aggregate id, accepted schema version.
- * Every `ce_` header that is not an attribute Postbox knows is an extension: it reaches the handler in
+ * Reads a CloudEvents binary-mode record (see relay/record.ts; its headers broker-neutral, envelope/headers.ts)
+ * into a validated envelope, or says exactly why not. Checks in order: size, UTF-8, JSON, envelope contract,
+ * key = aggregate id, accepted schema version. Every header that is not an attribute Postbox knows (nor the
+ * trace context) is an extension: it reaches the handler in
  * `envelope.extensions` and is held to the same rules as at enqueue (one that breaks them is `envelope_invalid`).
  */
 export function parseRecord(
@@ -57,15 +58,15 @@ export function parseRecord(
 ): ParsedRecord {
   const h = record.headers;
   const poison = (code: PoisonCode, detail: string, envelope?: Envelope): ParsedRecord => {
-    const version = Number(envelope?.aggregate_version ?? h.ce_aggregateversion);
+    const version = Number(envelope?.aggregate_version ?? h.aggregateversion);
     return {
       ok: false,
       code,
       detail,
       ...(envelope ? { envelope } : {}),
-      eventId: envelope?.event_id ?? (h.ce_id && UUID.test(h.ce_id) ? h.ce_id.toLowerCase() : null),
-      eventType: envelope?.event_type ?? h.ce_type ?? null,
-      aggregateId: envelope?.aggregate_id ?? h.ce_subject ?? record.key,
+      eventId: envelope?.event_id ?? (h.id && UUID.test(h.id) ? h.id.toLowerCase() : null),
+      eventType: envelope?.event_type ?? h.type ?? null,
+      aggregateId: envelope?.aggregate_id ?? h.subject ?? record.key,
       aggregateVersion: Number.isSafeInteger(version) && version >= 1 ? version : null,
     };
   };
@@ -90,16 +91,16 @@ export function parseRecord(
   let envelope: Envelope;
   try {
     envelope = validateEnvelope({
-      event_id: h.ce_id,
-      event_type: h.ce_type,
-      schema_version: h.ce_schemaversion === undefined ? undefined : Number(h.ce_schemaversion),
-      aggregate_id: h.ce_subject,
-      aggregate_version: h.ce_aggregateversion === undefined ? undefined : Number(h.ce_aggregateversion),
-      occurred_at: h.ce_time,
-      producer: h.ce_source,
+      event_id: h.id,
+      event_type: h.type,
+      schema_version: h.schemaversion === undefined ? undefined : Number(h.schemaversion),
+      aggregate_id: h.subject,
+      aggregate_version: h.aggregateversion === undefined ? undefined : Number(h.aggregateversion),
+      occurred_at: h.time,
+      producer: h.source,
       // Trace context never makes an event poison: a malformed one is left out, as at enqueue.
       ...traceFields(h.traceparent, h.tracestate),
-      ...(h.ce_deadline === undefined ? {} : { deadline: h.ce_deadline }),
+      ...(h.deadline === undefined ? {} : { deadline: h.deadline }),
       ...(extensions === undefined ? {} : { extensions }),
       data,
     });

@@ -1,9 +1,10 @@
+import { neutralHeaders } from '../envelope/headers.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 
 /**
  * A broker record as Postbox keeps it in PostgreSQL (JSON, value in base64): a parked event, a retry ledger row
  * and a replay all keep the record as it was received, so the event that runs later has the very same bytes —
- * the same event id, the same payload.
+ * the same event id, the same payload. Headers are broker-neutral (envelope/headers.ts).
  */
 export interface StoredRecord {
   topic: string;
@@ -35,6 +36,7 @@ export function loadRecord(r: StoredRecord): InboundRecord {
     offset: r.offset,
     key: r.key,
     value: r.value === null ? null : Buffer.from(r.value, 'base64'),
-    headers: r.headers,
+    // Records stored before headers were broker-neutral carry the Kafka binding's names.
+    headers: neutralHeaders(r.headers),
   };
 }

@@ -93,7 +93,7 @@ test('extensions: each bad name, value and count is named with its rule', () => 
     [{ saga_id: 'x' }, 'extensions.saga_id', /1–20 lowercase letters or digits/],
     [{ '': 'x' }, 'extensions.', /1–20 lowercase letters or digits/],
     [{ ['x'.repeat(21)]: 'x' }, `extensions.${'x'.repeat(21)}`, /1–20 lowercase letters or digits/],
-    [{ id: 'x' }, 'extensions.id', /reserved: Postbox sets ce_id itself/],
+    [{ id: 'x' }, 'extensions.id', /reserved: Postbox sets the id attribute itself/],
     [{ aggregateversion: '9' }, 'extensions.aggregateversion', /reserved/],
     [{ sagaid: 7 }, 'extensions.sagaid', /must be a string/],
     [{ sagaid: 'x'.repeat(1025) }, 'extensions.sagaid', /at most 1024 bytes/],
@@ -117,7 +117,7 @@ test('extensions: every reserved attribute name is refused, and all problems are
   for (const name of RESERVED_ATTRIBUTES) {
     assert.throws(
       () => validateEnvelope({ ...valid(), extensions: { [name]: 'x' } }),
-      new RegExp(`extensions\\.${name}: is reserved: Postbox sets ce_${name} itself`),
+      new RegExp(`extensions\\.${name}: is reserved: Postbox sets the ${name} attribute itself`),
     );
   }
   const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`ext${i}`, 'v']));

@@ -23,7 +23,7 @@ export interface Envelope {
   /** ISO-8601: past it the event is moot — a transient failure then ends as `expired`, not retried. */
   deadline?: string | undefined;
   /**
-   * CloudEvents extension attributes, each sent as a `ce_<name>` header (see envelope/extensions.ts): names of 1–20
+   * CloudEvents extension attributes, each sent as a header of its name (see envelope/extensions.ts): names of 1–20
    * lowercase letters or digits, none that Postbox sets itself; values up to 1 KiB; at most 20.
    */
   extensions?: Record<string, string> | undefined;
@@ -50,7 +50,7 @@ const extensionName = z
   .string()
   .regex(EXTENSION_NAME, { error: 'must be 1–20 lowercase letters or digits (a CloudEvents attribute name)' })
   .refine((n) => !RESERVED_ATTRIBUTES.has(n), {
-    error: (issue) => `is reserved: Postbox sets ce_${issue.input} itself`,
+    error: (issue) => `is reserved: Postbox sets the ${String(issue.input)} attribute itself`,
   });
 
 const extensionValue = z

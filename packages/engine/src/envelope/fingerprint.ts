@@ -20,10 +20,10 @@ export function fingerprint(record: FingerprintInput): Buffer {
   const hash = createHash('sha256');
   for (const part of [
     record.key ?? '\u0000',
-    h.ce_type ?? '',
-    h.ce_schemaversion ?? '',
-    h.ce_subject ?? '',
-    h.ce_aggregateversion ?? '',
+    h.type ?? '',
+    h.schemaversion ?? '',
+    h.subject ?? '',
+    h.aggregateversion ?? '',
   ]) {
     hash.update(part);
     hash.update('\u0000');

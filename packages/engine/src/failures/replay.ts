@@ -1,5 +1,6 @@
 import type { Sql } from '../db/connect.ts';
 import { newEventId } from '../envelope/event-id.ts';
+import { neutralHeaders } from '../envelope/headers.ts';
 import { ConfigError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import {
@@ -21,7 +22,7 @@ import { activeTraceparent, inSpan } from '../telemetry/tracing.ts';
  * Replay (docs/design.md §7): failures go back through the consumer's own engine-owned transaction by way of the retry
  * ledger — a ledger row due now (staggered by the rate limit) and its scheduler job — so replay needs no handler
  * in the operator's process and takes the same path, checks and dedup as every retry. The event keeps its id;
- * an edited payload becomes a new event (new id) that names the one it replaces (`ce_replaces`). Every replayed
+ * an edited payload becomes a new event (new id) that names the one it replaces (its `replaces` attribute). Every replayed
  * failure writes an audit record in the transaction that schedules it. A dry run checks and reports, and changes
  * nothing.
  */
@@ -167,13 +168,13 @@ async function scheduleReplay(
   delayMs: number,
   traceparent: string | undefined,
 ): Promise<ReplayItem> {
-  const headers = { ...(f.headers ?? {}) };
+  const headers = neutralHeaders(f.headers ?? {});
   let value = f.payload;
   let eventId = f.event_id!;
   if (request.editedData !== undefined) {
     eventId = newEventId();
-    headers.ce_replaces = f.event_id!;
-    headers.ce_id = eventId;
+    headers.replaces = f.event_id!;
+    headers.id = eventId;
     value = Buffer.from(JSON.stringify(request.editedData), 'utf8');
   }
   const record = storeRecord({

@@ -30,7 +30,7 @@ export interface EventInput {
   /** ISO-8601 with offset: past it, the event is not retried any more (it ends `expired`). */
   deadline?: string;
   /**
-   * CloudEvents extension attributes (`{ sagaid: '…' }`), sent as `ce_<name>` headers and seen by the handler as
+   * CloudEvents extension attributes (`{ sagaid: '…' }`), sent as headers of their names (Kafka: `ce_<name>`) and seen by the handler as
    * `envelope.extensions`. Names: 1–20 lowercase letters or digits, not one Postbox sets; values up to 1 KiB;
    * at most 20. @defaultValue none
    */

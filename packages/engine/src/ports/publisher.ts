@@ -1,11 +1,15 @@
+import type { MessageHeaders } from '../envelope/headers.ts';
 import type { PostboxError } from '../errors.ts';
 
-/** One record for the broker. `value` is sent byte for byte; `headers` are UTF-8 strings. */
+/**
+ * One record for the broker. `value` is sent byte for byte; `headers` are broker-neutral (the CloudEvents
+ * attributes by name and the trace context, envelope/headers.ts): the adapter maps them to its protocol binding.
+ */
 export interface OutboundMessage {
   topic: string;
   key: string;
   value: Buffer;
-  headers: Record<string, string>;
+  headers: MessageHeaders;
 }
 
 /** Where the broker durably stored a message. */

@@ -1,4 +1,9 @@
-/** One record as the broker delivered it. `value` is the raw bytes; headers are decoded as UTF-8 strings. */
+import type { MessageHeaders } from '../envelope/headers.ts';
+
+/**
+ * One record as the broker delivered it. `value` is the raw bytes; `headers` are broker-neutral (envelope/headers.ts):
+ * the adapter maps its protocol binding's names back, and leaves out headers outside the binding.
+ */
 export interface InboundRecord {
   topic: string;
   partition: number;
@@ -6,7 +11,7 @@ export interface InboundRecord {
   offset: string;
   key: string | null;
   value: Buffer | null;
-  headers: Record<string, string>;
+  headers: MessageHeaders;
 }
 
 export interface TopicPartition {

@@ -21,24 +21,24 @@ const row = (extensions?: Record<string, string> | null): ClaimedRow => ({
 });
 
 const ATTRIBUTES = {
-  ce_specversion: '1.0',
-  ce_id: '01900000-0000-7000-8000-000000000001',
-  ce_type: 'ReserveStock',
-  ce_source: 'orders',
-  ce_subject: 'order-7',
-  ce_time: '2026-01-01T00:00:00.000Z',
-  ce_aggregateversion: '3',
-  ce_schemaversion: '1',
-  'content-type': 'application/json',
+  specversion: '1.0',
+  id: '01900000-0000-7000-8000-000000000001',
+  type: 'ReserveStock',
+  source: 'orders',
+  subject: 'order-7',
+  time: '2026-01-01T00:00:00.000Z',
+  aggregateversion: '3',
+  schemaversion: '1',
+  datacontenttype: 'application/json',
 };
 
-test('toRecord sends each extension attribute as a ce_<name> header beside the CloudEvents attributes', () => {
+test('toRecord sends each extension attribute as a header of its name beside the CloudEvents attributes', () => {
   const record = toRecord(row({ sagaid: 's-1', sagastep: '2', replyto: 'orders.replies' }));
   assert.deepEqual(record.headers, {
     ...ATTRIBUTES,
-    ce_sagaid: 's-1',
-    ce_sagastep: '2',
-    ce_replyto: 'orders.replies',
+    sagaid: 's-1',
+    sagastep: '2',
+    replyto: 'orders.replies',
   });
   assert.equal(record.key, 'order-7');
   assert.equal(record.value.toString('utf8'), '{"sku":"a"}');
@@ -50,5 +50,5 @@ test('toRecord adds no header for a row without extensions (null, empty or absen
 
 test('an extension stored under a reserved name never replaces an attribute the relay sets', () => {
   const record = toRecord(row({ id: 'forged', subject: 'other', deadline: '2000-01-01T00:00:00Z', sagaid: 's' }));
-  assert.deepEqual(record.headers, { ...ATTRIBUTES, ce_sagaid: 's' });
+  assert.deepEqual(record.headers, { ...ATTRIBUTES, sagaid: 's' });
 });

@@ -81,7 +81,7 @@ async function runRetry(
 ): Promise<RetryProcessOutcome> {
   const record = loadRecord(stored);
   const result = await deps.run(record, row.attempt, traceparent);
-  const replaces = stored.headers.ce_replaces ?? null;
+  const replaces = record.headers.replaces ?? null;
 
   if (result.outcome === 'failed') {
     await settleLedgerRow(deps.sql, deps.consumer, job.eventId, 'exhausted');
@@ -141,7 +141,7 @@ async function runRetry(
     await settleLedgerRow(tx, deps.consumer, job.eventId, expired ? 'expired' : 'exhausted');
     await insertFailure(tx, deps.consumer, {
       event_id: job.eventId,
-      event_type: record.headers.ce_type ?? null,
+      event_type: record.headers.type ?? null,
       aggregate_id: row.aggregate_id,
       aggregate_version: Number(row.aggregate_version),
       topic: record.topic,

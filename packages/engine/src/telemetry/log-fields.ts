@@ -19,10 +19,10 @@ export function recordLogFields(
   record: Pick<InboundRecord, 'topic' | 'partition' | 'offset' | 'key' | 'headers'>,
 ): EventLogFields {
   const h = record.headers;
-  const version = Number(h.ce_aggregateversion);
-  const aggregate = record.key ?? h.ce_subject;
+  const version = Number(h.aggregateversion);
+  const aggregate = record.key ?? h.subject;
   return {
-    ...(h.ce_id ? { event_id: h.ce_id } : {}),
+    ...(h.id ? { event_id: h.id } : {}),
     ...(aggregate ? { aggregate_id: aggregate } : {}),
     ...(Number.isSafeInteger(version) ? { aggregate_version: version } : {}),
     topic: record.topic,

@@ -234,7 +234,7 @@ function consumeTask(
     });
     if (r.drained > 0) m.events.add(r.drained, { ...who, ...topic, [POSTBOX_ATTR.outcome]: 'drained' });
     if (r.outcome === 'applied') {
-      const occurred = Date.parse(record.headers.ce_time ?? '');
+      const occurred = Date.parse(record.headers.time ?? '');
       if (Number.isFinite(occurred)) m.endToEnd.record(Math.max(0, now - occurred) / 1000, { ...who, ...topic });
     }
   }

@@ -46,21 +46,21 @@ export class ProcessSpans {
             span.setAttributes(common);
             span.setAttributes(
               messageAttributes({
-                eventId: r.headers.ce_id ?? null,
+                eventId: r.headers.id ?? null,
                 key: r.key,
                 partition: r.partition,
                 offset: r.offset,
               }),
             );
             span.setAttribute(POSTBOX_ATTR.attempt, r.attempt);
-            if (r.headers.ce_type) span.setAttribute(POSTBOX_ATTR.eventType, r.headers.ce_type);
-            if (r.headers.ce_aggregateversion)
-              span.setAttribute(POSTBOX_ATTR.aggregateVersion, Number(r.headers.ce_aggregateversion));
+            if (r.headers.type) span.setAttribute(POSTBOX_ATTR.eventType, r.headers.type);
+            if (r.headers.aggregateversion)
+              span.setAttribute(POSTBOX_ATTR.aggregateVersion, Number(r.headers.aggregateversion));
             if (r.value) span.setAttribute(ATTR.bodySize, r.value.length);
             const link = creationLink(r.headers.traceparent, r.headers.tracestate);
             if (link) span.addLink(link);
           }
-          if (r.headers.ce_id) this.#byEvent.set(r.headers.ce_id, i);
+          if (r.headers.id) this.#byEvent.set(r.headers.id, i);
           return span;
         });
   }

@@ -80,8 +80,8 @@ export async function collect(
 }
 
 function recordFact(r: InboundRecord): RecordFact {
-  const id = r.headers.ce_id;
-  const version = Number(r.headers.ce_aggregateversion);
+  const id = r.headers.id;
+  const version = Number(r.headers.aggregateversion);
   return {
     topic: r.topic,
     partition: r.partition,

@@ -81,9 +81,9 @@ export interface RecordFact {
   partition: number;
   offset: string;
   key: string | null;
-  /** The record's ce_id when it is a UUID (lowercased), else null. */
+  /** The record's `id` attribute when it is a UUID (lowercased), else null. */
   eventId: string | null;
-  /** ce_aggregateversion when it is a positive integer, else null. */
+  /** Its `aggregateversion` attribute when it is a positive integer, else null. */
   version: number | null;
   /** envelope/fingerprint.ts, hex: equal for re-sends of one event, different for another payload. */
   fingerprint: string;

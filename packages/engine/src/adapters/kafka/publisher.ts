@@ -1,6 +1,7 @@
 import { Partitioners, type Message, type Producer, type RecordMetadata } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
+import { toKafkaHeaders } from './headers.ts';
 import { BrokerError } from '../../errors.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 
@@ -138,7 +139,7 @@ export class KafkaPublisher implements Publisher {
   async #send(producer: Producer, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
     const byTopic = new Map<string, Message[]>();
     const sent: Message[] = messages.map((m) => {
-      const message: Message = { key: m.key, value: m.value, headers: m.headers };
+      const message: Message = { key: m.key, value: m.value, headers: toKafkaHeaders(m.headers) };
       const list = byTopic.get(m.topic) ?? [];
       list.push(message);
       byTopic.set(m.topic, list);

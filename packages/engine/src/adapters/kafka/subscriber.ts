@@ -8,7 +8,7 @@ import type {
   SubscriberSink,
   TopicPartition,
 } from '../../ports/subscriber.ts';
-import { headersOf } from './headers.ts';
+import { fromKafkaHeaders } from './headers.ts';
 
 export interface KafkaSubscriberOptions extends KafkaConnection {
   groupId: string;
@@ -176,7 +176,7 @@ export class KafkaSubscriber implements Subscriber {
           key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
           // Copied: kafkajs values are slices of the whole fetch response, which would stay alive with them.
           value: m.value === null || m.value === undefined ? null : Buffer.from(m.value),
-          headers: headersOf(m.headers),
+          headers: fromKafkaHeaders(m.headers),
         }),
       );
       const took = this.#sink!.onRecords(chunk);

@@ -4,7 +4,7 @@ import type { InboundRecord } from '../../ports/subscriber.ts';
 import type { LogBounds, TopicReader } from '../../ports/topic-reader.ts';
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
-import { headersOf } from './headers.ts';
+import { fromKafkaHeaders } from './headers.ts';
 
 export interface KafkaTopicReaderOptions extends KafkaConnection {
   /** How long reading may take before it fails. @defaultValue 120000 */
@@ -98,7 +98,7 @@ export class KafkaTopicReader implements TopicReader {
                   offset: m.offset,
                   key: m.key === null || m.key === undefined ? null : m.key.toString('utf8'),
                   value: m.value ?? null,
-                  headers: headersOf(m.headers),
+                  headers: fromKafkaHeaders(m.headers),
                 });
               }
               if (BigInt(batch.lastOffset()) >= end - 1n) {
