@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { ConfigError, defineConsumer } from '@postbox/engine';
 import { consumeBatch, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, createHandlerTables, type RawRecord, taskSource } from '../support/consumer.ts';
+import { ceRecord, createHandlerTables, taskSource } from '../support/consumer.ts';
 
 // A handler module's handleBatch, through the consume step on PostgreSQL (no broker needed to show the batch
 // contract): a task's events reach it in one call; a batch that throws rolls back whole and each event is then

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { defineConsumer } from '@postbox/engine';
 import { consumeBatch, loadHandler, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, createHandlerTables, RECORDING_HANDLER, type RawRecord, taskSource } from '../support/consumer.ts';
+import { ceRecord, createHandlerTables, RECORDING_HANDLER, taskSource } from '../support/consumer.ts';
 
 // The consume step straight on PostgreSQL (no broker): one task may hold two deliveries of one event id — the
 // consumer groups records by aggregate, and a reused id under another aggregate lands beside the original. The

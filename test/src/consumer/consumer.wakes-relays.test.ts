@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createWaker, defineConsumer } from '@postbox/engine';
 import { consumeBatch, loadHandlerModule, type ConsumeStepDeps } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { ceRecord, type RawRecord, taskSource } from '../support/consumer.ts';
+import { ceRecord, taskSource } from '../support/consumer.ts';
 
 // A handler that writes outbox rows (a saga's next command, a follow-up event) commits them in the consumer's
 // transaction; the relays must hear of them after that commit, as after a service's `transaction()`, or they wait
