@@ -1,7 +1,7 @@
 // ESLint runs the rules a formatter cannot: promises nobody awaits, and the broker boundary (docs/design.md §3).
 import tseslint from 'typescript-eslint';
 
-const BROKER_SDKS = ['kafkajs', 'bullmq', 'ioredis'].map((name) => ({
+const BROKER_SDKS = ['kafkajs', '@nats-io/jetstream', '@nats-io/transport-node', 'bullmq', 'ioredis'].map((name) => ({
   name,
   message: `only packages/engine/src/adapters/ may import ${name}; use the ports (ports/) and the adapters' entries`,
 }));
@@ -36,18 +36,27 @@ export default tseslint.config(
     // The product's runtime code speaks ports; the broker and scheduler SDKs stay inside the adapters. Tests,
     // benchmarks and the local stack manager talk to the brokers directly on purpose.
     files: ['packages/engine/src/**/*.ts', 'packages/api/src/**/*.ts', 'packages/workers/src/**/*.ts'],
-    ignores: ['packages/engine/src/adapters/**', 'packages/engine/src/kafka.ts', '**/*.test.ts'],
+    ignores: [
+      'packages/engine/src/adapters/**',
+      'packages/engine/src/kafka.ts',
+      'packages/engine/src/nats.ts',
+      '**/*.test.ts',
+    ],
     rules: {
       'no-restricted-imports': [
         'error',
         {
           paths: BROKER_SDKS,
           // Nor a broker adapter's modules: the core knows no broker (an adapter maps its own errors, headers and
-          // positions); only an adapter's entry (src/kafka.ts) opens it.
+          // positions); only an adapter's entry (src/kafka.ts, src/nats.ts) opens it.
           patterns: [
             {
               group: ['**/adapters/kafka/*'],
               message: 'only the adapter itself and its entry (src/kafka.ts) may import adapters/kafka/',
+            },
+            {
+              group: ['**/adapters/nats/*'],
+              message: 'only the adapter itself and its entry (src/nats.ts) may import adapters/nats/',
             },
           ],
         },

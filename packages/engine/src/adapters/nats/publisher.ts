@@ -1,0 +1,147 @@
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { partitionForKey } from '../../envelope/key-partition.ts';
+import { BrokerError, type PostboxError } from '../../errors.ts';
+import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
+import { connectNats, type NatsConnectionOptions } from './client.ts';
+import { classifyNatsError } from './classify.ts';
+import { toNatsHeaders } from './headers.ts';
+import { subjectOf } from './streams.ts';
+
+export interface NatsPublisherOptions extends NatsConnectionOptions {
+  /**
+   * Partitions per topic, as ensureStreams made them. A topic not named here is looked up once among the
+   * streams on the server (`<topic>.<p>` subjects).
+   */
+  partitions?: ReadonlyMap<string, number>;
+  /** A publish's deadline when the caller gives none. @defaultValue 10000 */
+  ackTimeoutMs?: number;
+}
+
+/**
+ * Publisher port over NATS JetStream. Each message goes to its topic's partition stream — the partition from its
+ * key exactly as Kafka's client computes it (envelope/key-partition.ts) — with `Nats-Msg-Id` = the event id, so a
+ * re-send within the streams' duplicate window is stored once and confirmed with the original sequence
+ * (`duplicate: true`). The confirmation is (partition, stream sequence).
+ *
+ * Order: messages of one key are sent one after the other, each once the previous one is confirmed; keys go in
+ * parallel. A message that fails transiently or with an unknown outcome stops its key there: the messages after
+ * it get the same outcome unsent, so nothing overtakes a message that is to be retried. A permanent failure (a
+ * message over max_payload) does not stop its neighbours, as on Kafka.
+ */
+export class NatsPublisher implements Publisher {
+  readonly #options: NatsPublisherOptions;
+  readonly #partitions = new Map<string, number>();
+  #client: Promise<{ nc: NatsConnection; js: JetStreamClient }> | null = null;
+  #closed = false;
+
+  constructor(options: NatsPublisherOptions) {
+    this.#options = options;
+    for (const [topic, n] of options.partitions ?? []) this.#partitions.set(topic, n);
+  }
+
+  async publish(messages: OutboundMessage[], options: PublishOptions = {}): Promise<PublishOutcome[]> {
+    if (messages.length === 0) return [];
+    if (this.#closed) return messages.map(() => failed(new BrokerError('publisher_closed', 'transient', 'closed')));
+    const deadline = Date.now() + (options.timeoutMs ?? this.#options.ackTimeoutMs ?? 10_000);
+    let js: JetStreamClient;
+    try {
+      js = (await this.#connected()).js;
+    } catch (cause) {
+      const error = classifyNatsError(cause);
+      return messages.map(() => failed(error));
+    }
+    const outcomes: PublishOutcome[] = new Array(messages.length);
+    const byKey = new Map<string, number[]>();
+    for (let i = 0; i < messages.length; i++) {
+      const list = byKey.get(messages[i]!.key) ?? [];
+      list.push(i);
+      byKey.set(messages[i]!.key, list);
+    }
+    await Promise.all([...byKey.values()].map((indexes) => this.#sendKey(js, messages, indexes, outcomes, deadline)));
+    return outcomes;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const client = await this.#client?.catch(() => null);
+    // drain() waits for what is in flight, then closes.
+    await client?.nc.drain().catch(() => client.nc.close());
+  }
+
+  async #sendKey(
+    js: JetStreamClient,
+    messages: OutboundMessage[],
+    indexes: number[],
+    outcomes: PublishOutcome[],
+    deadline: number,
+  ): Promise<void> {
+    let stop: PostboxError | null = null;
+    for (const i of indexes) {
+      const m = messages[i]!;
+      if (stop) {
+        outcomes[i] = failed(stop);
+        continue;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        stop = new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started');
+        outcomes[i] = failed(stop);
+        continue;
+      }
+      outcomes[i] = await this.#sendOne(js, m, left);
+      const outcome = outcomes[i];
+      if (!outcome.ok && outcome.error.kind !== 'permanent') stop = outcome.error;
+    }
+  }
+
+  async #sendOne(js: JetStreamClient, m: OutboundMessage, timeoutMs: number): Promise<PublishOutcome> {
+    try {
+      const partition = partitionForKey(m.key, await this.#partitionsOf(m.topic));
+      const ack = await js.publish(subjectOf(m.topic, partition), m.value, {
+        headers: toNatsHeaders(m.headers),
+        timeout: timeoutMs,
+        ...(m.headers.id ? { msgID: m.headers.id } : {}),
+      });
+      return { ok: true, confirmation: { partition, offset: String(ack.seq), duplicate: ack.duplicate } };
+    } catch (cause) {
+      return failed(classifyNatsError(cause));
+    }
+  }
+
+  /** The topic's partition count: given, or counted once among the server's streams. */
+  async #partitionsOf(topic: string): Promise<number> {
+    const known = this.#partitions.get(topic);
+    if (known !== undefined) return known;
+    const { nc } = await this.#connected();
+    const jsm = await jetstreamManager(nc);
+    let count = 0;
+    for await (const name of jsm.streams.names(`${topic}.*`)) if (name) count++;
+    if (count === 0)
+      throw new BrokerError('nats_no_stream', 'transient', `no stream carries topic ${topic} (${topic}.<p>)`, {
+        permanentAfter: 8,
+      });
+    this.#partitions.set(topic, count);
+    return count;
+  }
+
+  #connected(): Promise<{ nc: NatsConnection; js: JetStreamClient }> {
+    if (!this.#client) {
+      const client = connectNats({ ...this.#options, name: this.#options.name ?? 'postbox-relay' }).then((nc) => ({
+        nc,
+        js: jetstream(nc),
+      }));
+      // A failed first connect is tried again by the next publish.
+      client.catch(() => {
+        if (this.#client === client) this.#client = null;
+      });
+      this.#client = client;
+    }
+    return this.#client;
+  }
+}
+
+function failed(error: PostboxError): PublishOutcome {
+  return { ok: false, error };
+}

@@ -1,0 +1,12 @@
+// @postbox/engine/nats, for entry files that wire NATS JetStream: publisher, streams, the header binding.
+export { connectNats, parseNatsServers, type NatsConnectionOptions } from './adapters/nats/client.ts';
+export {
+  ensureStreams,
+  streamName,
+  subjectOf,
+  type NatsStreamOptions,
+  type StreamTopicSpec,
+} from './adapters/nats/streams.ts';
+export { NatsPublisher, type NatsPublisherOptions } from './adapters/nats/publisher.ts';
+export { fromNatsHeaders, toNatsHeaders } from './adapters/nats/headers.ts';
+export { partitionForKey } from './envelope/key-partition.ts';
