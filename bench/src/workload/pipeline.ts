@@ -27,7 +27,12 @@ export async function startRelay(
   const executor =
     o.threads === 0
       ? inlineExecutor({ sql, publisher: o.publisher ?? new KafkaPublisher(kafka), options })
-      : createPublishPool({ databaseUrl: db.url, kafka, relay: options, threads: o.threads });
+      : createPublishPool({
+          databaseUrl: db.url,
+          broker: { kind: 'kafka', kafka },
+          relay: options,
+          threads: o.threads,
+        });
   const relay = new Relay({ sql, executor, options });
   await relay.start();
   return {

@@ -1,4 +1,5 @@
 export { createPublishPool, type PublishPoolOptions } from './pools.ts';
+export { createPublisher, ensureBrokerTopics, type BrokerConnection } from './broker.ts';
 export type { PublishWorkerData } from './publish-worker-data.ts';
 export { createConsumePool, type ConsumePoolOptions } from './consume-pool.ts';
 export type { ConsumeWorkerData } from './consume-worker-data.ts';

@@ -13,8 +13,8 @@ import {
 } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { uniqueTopic } from '../support/kafka.ts';
-import { waitFor } from '../support/processes.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { allPublished } from '../support/relay.ts';
 
 // The NATS JetStream publisher (issue 22) against a private nats-server: one stream per partition, the partition
 // from the key as Kafka's client computes it, Nats-Msg-Id = event id (a re-send is stored once), per-key order,
@@ -180,18 +180,7 @@ test('the relay publishes outbox rows through NATS: published with (partition, s
         rows.push({ event_type: 'OrderPlaced', aggregate_id: `o-${a}`, aggregate_version: v, data: { a, v } });
     await db.sql.begin((tx) => enqueueMany(tx, rows, { topic }));
     relay.wake();
-    const published = await waitFor(
-      'every row published',
-      async () => {
-        const r = await db.sql<
-          { event_id: string; aggregate_id: string; broker_partition: number; broker_offset: string }[]
-        >`
-          SELECT event_id, aggregate_id, broker_partition, broker_offset FROM message_outbox
-          WHERE topic = ${topic} AND status = 'published'`;
-        return r.length === rows.length ? r : undefined;
-      },
-      30_000,
-    );
+    const published = await allPublished(db.sql, topic, rows.length, 30_000);
     const log = await stored(topic);
     assert.equal(log.length, rows.length, 'each event stored once');
     const at = new Map(log.map((r) => [r.id, `${r.partition}/${r.seq}`]));

@@ -101,7 +101,7 @@ test('spans made in relay and consumer worker threads are exported, linked, and 
     sql: db.sql,
     executor: createPublishPool({
       databaseUrl: db.url,
-      kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-threads-test' },
+      broker: { kind: 'kafka', kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-threads-test' } },
       relay: options,
       threads: 2,
     }),

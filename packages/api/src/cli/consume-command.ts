@@ -6,7 +6,7 @@ import { ensureTopics } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
 import { startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
-import { readConfig, type PostboxConfig } from '../config/env.ts';
+import { readConfig, type PostboxConfig, requireKafka } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
@@ -46,6 +46,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv());
+  requireKafka(config, '`postbox consume`');
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();

@@ -8,9 +8,10 @@ import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
-const HELP = `postbox relay — carry committed outbox events to Kafka (run as many as you like; lanes are shared)
+const HELP = `postbox relay — carry committed outbox events to the broker (run as many as you like; lanes are shared)
 
-Environment: DATABASE_URL, KAFKA_BROKERS, POSTBOX_TOPICS, POSTBOX_RELAY_* (see docs/configuration.md).
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats), KAFKA_BROKERS or NATS_URL, POSTBOX_TOPICS,
+POSTBOX_RELAY_* (see docs/configuration.md).
 Options:
   --threads N   publish worker threads (0 = publish on the main thread); overrides POSTBOX_RELAY_THREADS
   -h, --help    this text
@@ -41,11 +42,11 @@ export async function relayCommand(argv: string[]): Promise<number> {
   });
 }
 
-/** The relay of the configured topics; a stop signal while Kafka is not ready ends the start. */
+/** The relay of the configured topics; a stop signal while the broker is not ready ends the start. */
 export async function startRelayOrAbort(config: PostboxConfig, log: Logger, signal: AbortSignal) {
   const relay = await startRelay({
     databaseUrl: config.databaseUrl,
-    kafka: config.kafka,
+    broker: config.broker,
     topics: config.topics,
     relay: config.relay,
     threads: config.relayThreads,

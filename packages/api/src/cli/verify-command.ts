@@ -4,7 +4,7 @@ import { listConsumers } from '@postbox/engine/control';
 import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
 import { check, collect, formatReport, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine/verify';
 import { stackEnv } from '@postbox/stack';
-import { readConfig } from '../config/env.ts';
+import { readConfig, requireKafka } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
 
 const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
@@ -60,6 +60,7 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
   const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
   const config = readConfig(stackEnv());
+  requireKafka(config, '`postbox verify` (it reads the topics)');
   const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
   const offsets = new KafkaOffsets(config.kafka);
   const reader = new KafkaTopicReader({ ...config.kafka, timeoutMs });

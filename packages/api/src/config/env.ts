@@ -1,7 +1,9 @@
 import { ConfigError } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
-import type { StackEnv } from '@postbox/stack';
+import { parseNatsServers } from '@postbox/engine/nats';
+import { chosenBroker, type StackEnv } from '@postbox/stack';
+import type { BrokerConnection } from '@postbox/workers';
 
 /**
  * Every setting Postbox reads from the environment, resolved once and validated with messages that say how to
@@ -11,6 +13,8 @@ export interface PostboxConfig {
   databaseUrl: string;
   redisUrl: string;
   kafka: KafkaConnection;
+  /** POSTBOX_BROKER: where the relay publishes (Kafka, or NATS JetStream at NATS_URL). */
+  broker: BrokerConnection;
   topics: TopicSpec[];
   relay: RelayOptions;
   relayThreads: number;
@@ -37,6 +41,17 @@ export interface ConfigOverrides {
 }
 
 /**
+ * Refuses what does not run on the chosen broker yet: on NATS JetStream only the relay does (issue 22); consumers,
+ * the verifier and the demo read Kafka.
+ */
+export function requireKafka(config: PostboxConfig, what: string): void {
+  if (config.broker.kind !== 'kafka')
+    throw new ConfigError(
+      `POSTBOX_BROKER=${config.broker.kind}: ${what} cannot run on it yet — only \`postbox relay\` publishes to NATS so far; unset POSTBOX_BROKER for Kafka`,
+    );
+}
+
+/**
  * Reads every variable once. Defaults live where the options are resolved (resolveRelayOptions for the relay,
  * the consumer runtime for Kafka's session): a variable that is not set is passed on as not set.
  */
@@ -57,10 +72,15 @@ export function readConfig(
     baseMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_BASE_MS'),
     capMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_CAP_MS'),
   };
+  const kafka = kafkaConnection(stack.KAFKA_BROKERS, env);
   return {
     databaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
-    kafka: kafkaConnection(stack.KAFKA_BROKERS, env),
+    kafka,
+    broker:
+      chosenBroker(env) === 'nats'
+        ? { kind: 'nats', nats: { servers: parseNatsServers(stack.NATS_URL) } }
+        : { kind: 'kafka', kafka },
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,

@@ -1,19 +1,20 @@
-import { connect, silentLogger, type Logger } from '@postbox/engine';
-import { ensureTopics, KafkaPublisher, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
+import { ConfigError, connect, silentLogger, type Logger } from '@postbox/engine';
+import type { TopicSpec } from '@postbox/engine/kafka';
 import { backoffDelayMs, inlineExecutor, Relay, type RelayOptions } from '@postbox/engine/runtime';
+import { createPublisher, ensureBrokerTopics, type BrokerConnection } from '../broker.ts';
 import { createPublishPool } from '../pools.ts';
 
 /** What a relay needs to run in a service: where the outbox and the broker are, and how to run. */
 export interface RelayRuntimeOptions {
   databaseUrl: string;
-  kafka: KafkaConnection;
-  /** Topics created (when missing) before the relay starts: the relay never relies on auto-create. */
+  broker: BrokerConnection;
+  /** Topics (Kafka) or streams (NATS) created when missing before the relay starts: never broker auto-create. */
   topics: TopicSpec[];
   relay: RelayOptions;
   /** Publish worker threads, each with its own producer; 0 publishes on the calling thread. @defaultValue 2 */
   threads?: number;
   log?: Logger;
-  /** Aborting it during start-up (Kafka not ready yet) gives up: `startRelay` resolves null. */
+  /** Aborting it during start-up (the broker not ready yet) gives up: `startRelay` resolves null. */
   signal?: AbortSignal;
 }
 
@@ -24,19 +25,26 @@ export interface RunningRelay {
 }
 
 /**
- * Starts a relay for the configured topics: topics created first (retried with backoff while Kafka is down),
+ * Starts a relay for the configured topics: topics created first (retried with backoff while the broker is down),
  * then the relay with its own PostgreSQL pool and a worker pool (or on this thread when threads = 0).
  * Resolves null when `signal` aborted before it could start; nothing is left open then.
  */
 export async function startRelay(options: RelayRuntimeOptions): Promise<RunningRelay | null> {
   const log = options.log ?? silentLogger;
-  if (!(await topicsReady(options, log))) return null;
+  const partitions = await topicsReady(options, log);
+  if (!partitions) return null;
   const sql = connect({ url: options.databaseUrl, max: 4, applicationName: 'postbox-relay' });
   const threads = options.threads ?? 2;
   const executor =
     threads === 0
-      ? inlineExecutor({ sql, publisher: new KafkaPublisher(options.kafka), options: options.relay })
-      : createPublishPool({ databaseUrl: options.databaseUrl, kafka: options.kafka, relay: options.relay, threads });
+      ? inlineExecutor({ sql, publisher: createPublisher(options.broker, partitions, 'relay'), options: options.relay })
+      : createPublishPool({
+          databaseUrl: options.databaseUrl,
+          broker: options.broker,
+          partitions,
+          relay: options.relay,
+          threads,
+        });
   const relay = new Relay({ sql, executor, options: options.relay, log });
   const stop = async () => {
     try {
@@ -55,35 +63,36 @@ export async function startRelay(options: RelayRuntimeOptions): Promise<RunningR
 }
 
 /**
- * Creates the topics that are missing, retrying with backoff while Kafka is not ready; false when `signal`
+ * Creates the topics that are missing, retrying with backoff while the broker is not ready; false when `signal`
  * aborted first. Consumers of a new topic start after this (a group cannot join a topic that does not exist).
  */
 export async function awaitTopics(
-  options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'log' | 'signal'>,
+  options: Pick<RelayRuntimeOptions, 'broker' | 'topics' | 'log' | 'signal'>,
 ): Promise<boolean> {
-  return topicsReady(options, options.log ?? silentLogger);
+  return (await topicsReady(options, options.log ?? silentLogger)) !== null;
 }
 
 async function topicsReady(
-  options: Pick<RelayRuntimeOptions, 'kafka' | 'topics' | 'signal'>,
+  options: Pick<RelayRuntimeOptions, 'broker' | 'topics' | 'signal'>,
   log: Logger,
-): Promise<boolean> {
+): Promise<Map<string, number> | null> {
   for (let attempt = 0; !options.signal?.aborted; attempt++) {
     try {
-      await ensureTopics(options.kafka, options.topics);
-      return true;
+      return await ensureBrokerTopics(options.broker, options.topics);
     } catch (cause) {
+      // A misconfiguration (a stream that drifted, a topic that cannot be a subject) does not heal by waiting.
+      if (cause instanceof ConfigError) throw cause;
       const delay = Math.max(250, backoffDelayMs(attempt));
       if (attempt === 0 || attempt % 10 === 0) {
         log.warn(
           { err: (cause as Error).message, retryInMs: delay, attempt },
-          'kafka not ready; will create topics when it is',
+          `${options.broker.kind} not ready; will create topics when it is`,
         );
       }
       await abortableDelay(delay, options.signal);
     }
   }
-  return false;
+  return null;
 }
 
 function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
