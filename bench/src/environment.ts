@@ -4,9 +4,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@postbox/engine';
 import { createKafka } from '@postbox/engine/kafka';
+import { connectNats } from '@postbox/engine/nats';
 import { Redis } from 'ioredis';
 import type { ConfigResourceTypes } from 'kafkajs';
-import { kafka, redact, stack } from './support.ts';
+import { kafka, nats, redact, stack } from './support.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 // kafkajs is CommonJS and its enums are not named exports under ESM: the protocol value of a broker resource.
@@ -28,16 +29,19 @@ export interface Environment {
     postgres: Record<string, string>;
     kafka: Record<string, string | number | boolean>;
     redis: Record<string, string>;
+    /** With `--broker nats` only. */
+    nats?: Record<string, string>;
   };
   services: { postgres: string; kafka: string; redis: string };
 }
 
 export async function readEnvironment(): Promise<Environment> {
-  const [pg, kf, rd, libs] = await Promise.all([
+  const [pg, kf, rd, libs, nt] = await Promise.all([
     postgresSettings(),
     kafkaSettings(),
     redisSettings(),
     libraryVersions(),
+    natsSettings(),
   ]);
   const cpus = os.cpus();
   return {
@@ -49,10 +53,37 @@ export async function readEnvironment(): Promise<Environment> {
       os: `${os.type()} ${os.release()}`,
       loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100),
     },
-    versions: { node: process.version, postgres: pg.version, kafka: kf.version, redis: rd.version, ...libs },
-    durability: { postgres: pg.settings, kafka: kf.settings, redis: rd.settings },
+    versions: {
+      node: process.version,
+      postgres: pg.version,
+      kafka: kf.version,
+      redis: rd.version,
+      ...(nt ? { nats: nt.version } : {}),
+      ...libs,
+    },
+    durability: { postgres: pg.settings, kafka: kf.settings, redis: rd.settings, ...(nt ? { nats: nt.settings } : {}) },
     services: { postgres: redact(stack.DATABASE_URL), kafka: stack.KAFKA_BROKERS, redis: redact(stack.REDIS_URL) },
   };
+}
+
+/** With `--broker nats` (main sets POSTBOX_BROKER): the server's version and how the bench's streams store. */
+async function natsSettings(): Promise<{ version: string; settings: Record<string, string> } | null> {
+  if (process.env.POSTBOX_BROKER !== 'nats') return null;
+  const nc = await connectNats(nats);
+  try {
+    return {
+      version: nc.info?.version ?? 'unknown',
+      settings: {
+        jetstream: String(nc.info?.jetstream ?? false),
+        // ensureStreams: file storage, one replica; nats-server 2.9 has no per-message fsync (sync_interval is 2.10+).
+        storage: 'file',
+        replicas: '1',
+        publish: 'PubAck awaited per message',
+      },
+    };
+  } finally {
+    await nc.close();
+  }
 }
 
 async function postgresSettings(): Promise<{ version: string; settings: Record<string, string> }> {

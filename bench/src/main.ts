@@ -19,6 +19,8 @@ async function main(argv: string[]): Promise<number> {
   profileRolesInto(options.cpuProfDir);
   // As `npm test` does: the local stack starts what is not running (a cold start, jar download included, is not
   // timed); with DATABASE_URL, REDIS_URL and KAFKA_BROKERS all set it starts nothing and checks they answer.
+  // --broker nats: the stack starts its NATS too (POSTBOX_BROKER=nats), as for `npm start`.
+  if (options.brokers.includes('nats')) process.env.POSTBOX_BROKER = 'nats';
   await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });
   const started = performance.now();
   const startedAt = new Date().toISOString();

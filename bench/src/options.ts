@@ -25,6 +25,8 @@ export interface BenchOptions {
   partitions: number;
   /** Relay pool sizes of the relay scenario. @defaultValue [0, 1, 2, 4] */
   threads: number[];
+  /** Brokers the relay scenario publishes to, each beside its raw client's publish rate. @defaultValue ['kafka'] */
+  brokers: Array<'kafka' | 'nats'>;
   /** Relay and raw claim batch size. @defaultValue 500 */
   batch: number;
   /**
@@ -59,7 +61,7 @@ scenarios:
   e2e       live producer (business row + outbox row per transaction) → relay → Kafka → consumer, all at once
   drain     pre-filled outbox of N events → relay → Kafka → consumer → committed
   latency   open-loop load at 10 / 50 / 80 % of the measured e2e maximum; commit-to-consumer-commit percentiles
-  relay     pre-filled outbox drained to Kafka with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
+  relay     pre-filled outbox drained to Kafka (and NATS with --broker) with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
   consumer  pre-filled topic consumed into the inbox: one transaction per event vs shared transactions
   scale     1, 2, 3 relay processes; 1, 2, 3 consumer processes (real \`postbox relay\` / \`postbox consume\`)
   backlog   a 2M (quick: 1M; --backlog 10000000 for 10M) backlog: resident memory of every role over time, claim rate at start and end
@@ -73,6 +75,8 @@ options:
   --payload BYTES   event data size (default 1024)
   --partitions P    partitions per topic (default 12)
   --threads T       relay pool sizes, e.g. 2 or 0,2 (default 0,1,2,4)
+  --broker B        brokers of the relay scenario: kafka, nats or kafka,nats (default kafka; nats starts the
+                    stack's NATS and measures raw JetStream publishing beside it)
   --batch B         relay and raw claim batch (default 500)
   --backlog N       backlog events (default 2000000; quick 1000000; a 10M run: --backlog 10000000 alone)
   --aggregates N    demo orders of the reconcile scenario (default 1000000; quick 100000)
@@ -100,6 +104,7 @@ export function parseOptions(argv: string[]): Parsed {
       payload: { type: 'string' },
       partitions: { type: 'string' },
       threads: { type: 'string' },
+      broker: { type: 'string' },
       batch: { type: 'string' },
       backlog: { type: 'string' },
       aggregates: { type: 'string' },
@@ -120,6 +125,10 @@ export function parseOptions(argv: string[]): Parsed {
   const threads =
     values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
   const events = int(values.events, 'events', 100, 100_000_000, quick ? 20_000 : 100_000);
+  const brokers = (values.broker ?? 'kafka').split(',').map((b) => b.trim().toLowerCase());
+  for (const b of brokers)
+    if (b !== 'kafka' && b !== 'nats')
+      throw new Error(`--broker takes kafka, nats or both (comma-separated), got "${b}"`);
   return {
     help: false,
     options: {
@@ -129,6 +138,7 @@ export function parseOptions(argv: string[]): Parsed {
       payload: int(values.payload, 'payload', 16, 900_000, 1024),
       partitions: int(values.partitions, 'partitions', 1, 1000, 12),
       threads,
+      brokers: [...new Set(brokers)] as BenchOptions['brokers'],
       batch: int(values.batch, 'batch', 1, 10_000, 500),
       backlogEvents: int(values.backlog, 'backlog', 1000, 100_000_000, quick ? 1_000_000 : 2_000_000),
       reconcileAggregates: int(values.aggregates, 'aggregates', 1000, 100_000_000, quick ? 100_000 : 1_000_000),

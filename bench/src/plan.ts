@@ -4,6 +4,7 @@ import { inboxBaseline } from './baselines/inbox.ts';
 import { kafkaConsumeBaseline } from './baselines/kafka-consume.ts';
 import { kafkaProduceBaseline } from './baselines/kafka-produce.ts';
 import { naiveRelayBaseline } from './baselines/naive-relay.ts';
+import { natsPublishBaseline } from './baselines/nats-publish.ts';
 import { producerBaseline } from './baselines/producer.ts';
 import type { Step } from './context.ts';
 import { SCENARIOS, type BenchOptions, type ScenarioName } from './options.ts';
@@ -24,6 +25,7 @@ const BASELINES = {
   batchedInsert: batchedInsertBaseline,
   claimMark: claimMarkBaseline,
   kafkaProduce: kafkaProduceBaseline,
+  natsPublish: natsPublishBaseline,
   kafkaConsume: kafkaConsumeBaseline,
   inbox: inboxBaseline,
   naiveRelay: naiveRelayBaseline,
@@ -45,7 +47,10 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
 const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: ScenarioName[] }> = {
-  relay: { baselines: ['claimMark', 'kafkaProduce', 'naiveRelay', 'pgTransactionalOutbox'], scenarios: [] },
+  relay: {
+    baselines: ['claimMark', 'kafkaProduce', 'natsPublish', 'naiveRelay', 'pgTransactionalOutbox'],
+    scenarios: [],
+  },
   consumer: { baselines: ['kafkaConsume', 'inbox'], scenarios: [] },
   e2e: { baselines: ['producer'], scenarios: [] },
   drain: { baselines: ['claimMark', 'kafkaProduce', 'inbox'], scenarios: [] },

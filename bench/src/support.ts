@@ -2,10 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { migrateDemo } from '@postbox/api/demo';
 import { connect, migrate, type Sql } from '@postbox/engine';
 import { createKafka, parseBrokers, type KafkaConnection } from '@postbox/engine/kafka';
+import {
+  connectNats,
+  ensureStreams,
+  parseNatsServers,
+  streamName,
+  type NatsConnectionOptions,
+} from '@postbox/engine/nats';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { stackEnv } from '@postbox/stack';
 
 export const stack = stackEnv();
 export const kafka: KafkaConnection = { brokers: parseBrokers(stack.KAFKA_BROKERS), clientId: 'postbox-bench' };
+export const nats: NatsConnectionOptions = { servers: parseNatsServers(stack.NATS_URL), name: 'postbox-bench' };
 
 /** A migrated database of its own for one measurement, dropped by drop() (and by the suite's cleanup). */
 export interface BenchDatabase {
@@ -199,3 +208,30 @@ export async function timed(
 }
 
 export const perSecond = (events: number, seconds: number) => (seconds > 0 ? events / seconds : 0);
+
+/** A NATS topic of its own for one measurement: one JetStream stream per partition, removed by drop(). */
+export interface NatsBenchTopic {
+  topic: string;
+  partitions: Map<string, number>;
+  drop(): Promise<void>;
+}
+
+export async function natsBenchTopic(prefix: string, partitions: number): Promise<NatsBenchTopic> {
+  const topic = `bench.${prefix}.${randomBytes(4).toString('hex')}`;
+  const counts = await ensureStreams(nats, [{ topic, partitions }]).catch((cause: unknown) => {
+    throw new Error(`bench: could not create the streams of ${topic} on ${nats.servers.join(',')}`, { cause });
+  });
+  return {
+    topic,
+    partitions: counts,
+    async drop() {
+      const nc = await connectNats(nats);
+      try {
+        const jsm = await jetstreamManager(nc);
+        for (let p = 0; p < partitions; p++) await jsm.streams.delete(streamName(topic, p)).catch(() => false);
+      } finally {
+        await nc.close();
+      }
+    },
+  };
+}

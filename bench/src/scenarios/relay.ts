@@ -1,4 +1,5 @@
 import type { Publisher } from '@postbox/engine/runtime';
+import type { BrokerConnection } from '@postbox/workers';
 import { PlatformaticPublisher } from '../adapters/platformatic-publisher.ts';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -7,6 +8,8 @@ import {
   benchTopic,
   deleteTopics,
   kafka,
+  nats,
+  natsBenchTopic,
   perSecond,
   progressBar,
   until,
@@ -19,8 +22,50 @@ import { startRelay } from '../workload/pipeline.ts';
  * The relay alone: a pre-filled outbox of N rows drained to Kafka by one in-process relay with 0 (main thread),
  * 1, 2, 4 pool threads, then on the main thread through the @platformatic/kafka adapter. Each run: the relay is
  * started and warmed on an empty outbox, N rows appear in one commit, the clock runs until all are published.
+ * With `--broker` naming nats, the same runs to NATS JetStream (a stream per partition), beside raw publishing.
  */
-export async function relayScenario({ options, report }: Bench): Promise<void> {
+export async function relayScenario(bench: Bench): Promise<void> {
+  if (bench.options.brokers.includes('kafka')) await relayToKafka(bench);
+  if (bench.options.brokers.includes('nats')) await relayToNats(bench);
+}
+
+/** The relay publishing to NATS JetStream, by pool size, as a ratio to raw JetStream publishing. */
+async function relayToNats({ options, report }: Bench): Promise<void> {
+  const db = await benchDatabase(4);
+  const target = await natsBenchTopic('relay', options.partitions);
+  const broker: BrokerConnection = { kind: 'nats', nats };
+  try {
+    const byThreads: Record<string, number> = {};
+    for (const threads of options.threads)
+      byThreads[threads] = await drainOnce(db, target.topic, options, threads, null, {
+        broker,
+        partitions: target.partitions,
+      });
+    const raw = report.baseline('natsPublish');
+    const [bestThreads, best] = Object.entries(byThreads).sort((a, b) => b[1] - a[1])[0]!;
+    report.results.scenarios.relayNats = {
+      eventsPerSecond: best,
+      bestThreads: Number(bestThreads),
+      byThreads,
+      ratioToNatsPublish: ratio(best, raw),
+      events: options.events,
+      batch: options.batch,
+    };
+    for (const t of options.threads)
+      report.row(
+        'relay',
+        `relay to NATS JetStream, ${t === 0 ? 'main thread' : `${t} pool thread${t > 1 ? 's' : ''}`}`,
+        rate(byThreads[t]!),
+        [['raw JetStream publish', ratio(byThreads[t]!, raw)]],
+        t === Number(bestThreads) ? 'best' : '',
+      );
+  } finally {
+    await db.drop();
+    await target.drop();
+  }
+}
+
+async function relayToKafka({ options, report }: Bench): Promise<void> {
   const db = await benchDatabase(4);
   const topic = await benchTopic('relay', options.partitions);
   try {
@@ -94,14 +139,22 @@ async function drainOnce(
   options: Bench['options'],
   threads: number,
   publisher: Publisher | null,
+  target: { broker: BrokerConnection; partitions: ReadonlyMap<string, number> } | null = null,
 ): Promise<number> {
   await db.sql`TRUNCATE message_outbox`;
-  const running = await startRelay(db, { threads, batch: options.batch, ...(publisher ? { publisher } : {}) });
+  const running = await startRelay(db, {
+    threads,
+    batch: options.batch,
+    ...(publisher ? { publisher } : {}),
+    ...(target ?? {}),
+  });
   try {
     await fillOutbox(db.sql, { topic, events: 1, payload: options.payload, prefix: `warm${threads}` });
     running.relay.wake();
     await until(() => running.relay.stats().published >= 1, 'the relay to publish its warm-up row', 60_000);
-    const label = publisher ? `relay, ${publisher.constructor.name}` : `relay, ${threads} threads`;
+    const label = publisher
+      ? `relay, ${publisher.constructor.name}`
+      : `relay${target ? ` to ${target.broker.kind}` : ''}, ${threads} threads`;
     await fillOutbox(
       db.sql,
       { topic, events: options.events, payload: options.payload, prefix: `r${threads}` },

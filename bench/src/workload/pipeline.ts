@@ -1,5 +1,5 @@
 import { connect, defineConsumer, type ConsumerLimits, type Sql } from '@postbox/engine';
-import { KafkaPublisher, KafkaSubscriber } from '@postbox/engine/kafka';
+import { KafkaSubscriber } from '@postbox/engine/kafka';
 import {
   Consumer,
   inlineExecutor,
@@ -9,7 +9,7 @@ import {
   type Publisher,
   type RelayOptions,
 } from '@postbox/engine/runtime';
-import { createConsumePool, createPublishPool } from '@postbox/workers';
+import { createConsumePool, createPublisher, createPublishPool, type BrokerConnection } from '@postbox/workers';
 import { kafka, trackGroup, type BenchDatabase } from '../support.ts';
 
 /** An in-process relay, set up the way `postbox relay` sets it up (relay-role.ts), plus its own pool. */
@@ -20,19 +20,25 @@ export interface RunningRelay {
 
 export async function startRelay(
   db: BenchDatabase,
-  o: { threads: number; batch: number; publisher?: Publisher; relay?: Partial<RelayOptions> },
+  o: {
+    threads: number;
+    batch: number;
+    publisher?: Publisher;
+    relay?: Partial<RelayOptions>;
+    /** @defaultValue the bench's Kafka */
+    broker?: BrokerConnection;
+    /** Partitions per topic (NATS places keys by them). */
+    partitions?: ReadonlyMap<string, number>;
+  },
 ): Promise<RunningRelay> {
   const options = resolveRelayOptions({ batchSize: o.batch, ...o.relay });
+  const broker: BrokerConnection = o.broker ?? { kind: 'kafka', kafka };
+  const partitions = o.partitions ?? new Map<string, number>();
   const sql = connect({ url: db.url, max: 4, applicationName: 'postbox-relay' });
   const executor =
     o.threads === 0
-      ? inlineExecutor({ sql, publisher: o.publisher ?? new KafkaPublisher(kafka), options })
-      : createPublishPool({
-          databaseUrl: db.url,
-          broker: { kind: 'kafka', kafka },
-          relay: options,
-          threads: o.threads,
-        });
+      ? inlineExecutor({ sql, publisher: o.publisher ?? createPublisher(broker, partitions, 'relay'), options })
+      : createPublishPool({ databaseUrl: db.url, broker, partitions, relay: options, threads: o.threads });
   const relay = new Relay({ sql, executor, options });
   await relay.start();
   return {
