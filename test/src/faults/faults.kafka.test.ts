@@ -16,9 +16,10 @@ import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
 // The broker itself fails mid-stream (a private one; the shared stack's broker is never touched): SIGKILL and a
-// restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (default 30 s) and SIGCONT. The writer, relay and consumer
-// are never restarted by the test: they must ride it out, back off without a tight loop, and resume.
-const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 30_000);
+// restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (15 s in `npm test`, 30 s in `npm run test:faults`) and
+// SIGCONT. The writer, relay and consumer are never restarted by the test: they must ride it out, back off without
+// a tight loop, and resume.
+const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 15_000);
 const KILLS = Math.max(2, Math.ceil(faultIterations() / 10));
 
 let db: TestDatabase;
