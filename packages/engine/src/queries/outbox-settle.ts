@@ -77,8 +77,8 @@ export async function reschedule(
 }
 
 /**
- * Makes the pending rows of these lanes due now that wait out a backoff (the broker was unreachable and answers
- * again). Only lanes `owner` holds. Returns: the rows made due. Locks: those rows.
+ * Makes the pending rows of these lanes due now that wait out a backoff a failed publish earned (the broker
+ * answers again). Only lanes `owner` holds. Returns: the rows made due. Locks: those rows.
  */
 export async function resumeLanes(sql: Queryable, lanes: number[], owner: string): Promise<number> {
   if (lanes.length === 0) return 0;

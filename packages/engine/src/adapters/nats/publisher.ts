@@ -98,7 +98,9 @@ export class NatsPublisher implements Publisher {
 
   async #sendOne(js: JetStreamClient, m: OutboundMessage, timeoutMs: number): Promise<PublishOutcome> {
     try {
-      const partition = partitionForKey(m.key, await this.#partitionsOf(m.topic));
+      // Known topics (the usual case) cost no await per message; an unknown one is looked up once.
+      const partitions = this.#partitions.get(m.topic) ?? (await this.#lookUpPartitions(m.topic));
+      const partition = partitionForKey(m.key, partitions);
       const ack = await js.publish(subjectOf(m.topic, partition), m.value, {
         headers: toNatsHeaders(m.headers),
         timeout: timeoutMs,
@@ -110,10 +112,8 @@ export class NatsPublisher implements Publisher {
     }
   }
 
-  /** The topic's partition count: given, or counted once among the server's streams. */
-  async #partitionsOf(topic: string): Promise<number> {
-    const known = this.#partitions.get(topic);
-    if (known !== undefined) return known;
+  /** The partition count of a topic not given at construction: its streams on the server, counted once. */
+  async #lookUpPartitions(topic: string): Promise<number> {
     const { nc } = await this.#connected();
     const jsm = await jetstreamManager(nc);
     let count = 0;
