@@ -1,4 +1,4 @@
-// @postbox/engine/nats, for entry files that wire NATS JetStream: publisher, streams, the header binding.
+// @postbox/engine/nats, for entry files that wire NATS JetStream: publisher, subscriber, streams, the header binding.
 export { connectNats, parseNatsServers, type NatsConnectionOptions } from './adapters/nats/client.ts';
 export {
   ensureStreams,
@@ -8,5 +8,7 @@ export {
   type StreamTopicSpec,
 } from './adapters/nats/streams.ts';
 export { NatsPublisher, type NatsPublisherOptions } from './adapters/nats/publisher.ts';
-export { fromNatsHeaders, toNatsHeaders } from './adapters/nats/headers.ts';
+export { NatsSubscriber, type NatsSubscriberOptions } from './adapters/nats/subscriber.ts';
+export { durableName } from './adapters/nats/consumers.ts';
+export { fromNatsHeaders, KEY_HEADER, toNatsHeaders } from './adapters/nats/headers.ts';
 export { partitionForKey } from './envelope/key-partition.ts';

@@ -11,6 +11,15 @@ export { encodeTask, type ConsumeTask, type ConsumeTaskResult } from './consumer
 export { loadHandler, loadHandlerModule } from './consumer/handler.ts';
 export { consumerSql } from './consumer/pool.ts';
 export { registerConsumer } from './queries/consumer-registry.ts';
+export { PartitionLeases, type PartitionLeaseOptions } from './consumer/partition-leases.ts';
+export type { PartitionAssignment } from './ports/partition-assignment.ts';
+export type {
+  InboundRecord,
+  PartitionLag,
+  Subscriber,
+  SubscriberSink,
+  TopicPartition,
+} from './ports/subscriber.ts';
 export { classify } from './retry/classify.ts';
 export { backoffCeilingMs, backoffDelayMs, defaultBackoff } from './retry/backoff.ts';
 export type { RetryScheduler, RetryJob } from './ports/retry-scheduler.ts';

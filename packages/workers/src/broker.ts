@@ -1,6 +1,16 @@
-import { ensureTopics, KafkaPublisher, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
-import { ensureStreams, NatsPublisher, type NatsConnectionOptions } from '@postbox/engine/nats';
-import type { Publisher } from '@postbox/engine/runtime';
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { ConsumerDefinition, Sql } from '@postbox/engine';
+import {
+  ensureTopics,
+  KafkaPublisher,
+  KafkaSubscriber,
+  type KafkaConnection,
+  type SubscriberCrash,
+  type TopicSpec,
+} from '@postbox/engine/kafka';
+import { ensureStreams, NatsPublisher, NatsSubscriber, type NatsConnectionOptions } from '@postbox/engine/nats';
+import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
 
 /** The broker a relay publishes to (POSTBOX_BROKER): plain data, so it crosses into worker threads. */
 export type BrokerConnection =
@@ -24,4 +34,56 @@ export function createPublisher(
   if (broker.kind === 'kafka')
     return new KafkaPublisher({ ...broker.kafka, clientId: `${broker.kafka.clientId ?? 'postbox'}-${role}` });
   return new NatsPublisher({ ...broker.nats, name: `${broker.nats.name ?? 'postbox'}-${role}`, partitions });
+}
+
+/** How a consumer's subscriber joins its group and reports trouble. */
+export interface SubscriberSettings {
+  /** A member silent this long loses its partitions (Kafka's session timeout; NATS: the partition lease). */
+  sessionTimeoutMs?: number;
+  /** Kafka only. */
+  heartbeatIntervalMs?: number;
+  /** NATS: where the partition leases live (migration 0015); required there. */
+  sql?: Sql;
+  onKafkaCrash: (crash: SubscriberCrash) => void;
+  onError: (error: Error, where: string) => void;
+}
+
+/**
+ * The consumer group member for the broker: a Kafka consumer group, or durable JetStream pull consumers whose
+ * partitions are shared by leases in PostgreSQL (JetStream 2.9 has no exclusive consumer of its own).
+ */
+export function createSubscriber(
+  broker: BrokerConnection,
+  definition: ConsumerDefinition,
+  settings: SubscriberSettings,
+): Subscriber {
+  if (broker.kind === 'kafka') {
+    return new KafkaSubscriber({
+      ...broker.kafka,
+      clientId: `${broker.kafka.clientId ?? 'postbox'}-consumer`,
+      groupId: definition.groupId,
+      topics: definition.topics,
+      fromBeginning: definition.fromBeginning,
+      ...(settings.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: settings.sessionTimeoutMs }),
+      ...(settings.heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs: settings.heartbeatIntervalMs }),
+      onCrash: settings.onKafkaCrash,
+    });
+  }
+  if (!settings.sql) throw new Error('a NATS consumer needs a PostgreSQL connection for its partition leases');
+  const assignment = new PartitionLeases({
+    sql: settings.sql,
+    groupId: definition.groupId,
+    owner: `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    ...(settings.sessionTimeoutMs === undefined ? {} : { leaseMs: settings.sessionTimeoutMs }),
+    onError: (error) => settings.onError(error, 'partition leases'),
+  });
+  return new NatsSubscriber({
+    ...broker.nats,
+    name: `${broker.nats.name ?? 'postbox'}-consumer`,
+    groupId: definition.groupId,
+    topics: definition.topics,
+    fromBeginning: definition.fromBeginning,
+    assignment,
+    onError: (error, p) => settings.onError(error, `${p.topic}:${p.partition}`),
+  });
 }

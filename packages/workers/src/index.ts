@@ -1,5 +1,11 @@
 export { createPublishPool, type PublishPoolOptions } from './pools.ts';
-export { createPublisher, ensureBrokerTopics, type BrokerConnection } from './broker.ts';
+export {
+  createPublisher,
+  createSubscriber,
+  ensureBrokerTopics,
+  type BrokerConnection,
+  type SubscriberSettings,
+} from './broker.ts';
 export type { PublishWorkerData } from './publish-worker-data.ts';
 export { createConsumePool, type ConsumePoolOptions } from './consume-pool.ts';
 export type { ConsumeWorkerData } from './consume-worker-data.ts';

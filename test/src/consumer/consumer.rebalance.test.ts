@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
-import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
+import { consumerStats, holdsPartitions, spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';
 import { appliedSequences, ceRecord, createHandlerTables, produce, TEST_CONSUMER_MODULE } from '../support/consumer.ts';
 
@@ -24,18 +24,6 @@ before(async () => {
 after(async () => {
   await db.drop();
 });
-
-/** True once the member has logged an assignment holding at least one partition. */
-function holdsPartitions(p: RoleProcess): boolean {
-  return p
-    .output()
-    .split('\n')
-    .some((line) => {
-      if (!line.includes('consumer assignment')) return false;
-      const { assigned } = JSON.parse(line) as { assigned?: string[] };
-      return (assigned?.length ?? 0) > 0;
-    });
-}
 
 test('three consumer processes joining and leaving under load: every aggregate applied 1..n, complete, once, in order', async () => {
   const env = {
@@ -110,15 +98,7 @@ test('three consumer processes joining and leaving under load: every aggregate a
     assert.deepEqual(versions, expected, `${aggregate}: complete, once each, in order`);
   const { parked } = (await db.sql<{ parked: number }[]>`SELECT count(*)::int AS parked FROM message_parked`)[0]!;
   assert.equal(parked, 0);
-  const stats = processes.map(
-    (p) =>
-      JSON.parse(
-        p
-          .output()
-          .split('\n')
-          .find((l) => l.includes('"consumer-stats"'))!,
-      )['consumer-stats'] as { applied: number; drained: number },
-  );
+  const stats = processes.map(consumerStats);
   assert.ok(
     stats.filter((s) => s.applied + s.drained > 0).length >= 3,
     `work was shared (applied+drained): ${stats.map((s) => s.applied + s.drained).join(', ')}`,

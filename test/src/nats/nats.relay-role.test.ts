@@ -66,9 +66,9 @@ test('postbox relay with POSTBOX_BROKER=nats: streams made, every outbox row pub
 });
 
 test('commands that cannot run on NATS yet refuse POSTBOX_BROKER=nats by name', async () => {
-  for (const args of [['consume', 'nothing.ts'], ['verify']]) {
+  for (const args of [['verify']]) {
     const p = spawnPostbox(args, { DATABASE_URL: db.url, POSTBOX_BROKER: 'nats', NATS_URL: stack.nats!.url });
     assert.equal(await p.exited, 1, args.join(' '));
-    assert.match(p.output(), /POSTBOX_BROKER=nats: `postbox (consume|verify)`.* cannot run on it yet/, args.join(' '));
+    assert.match(p.output(), /POSTBOX_BROKER=nats: `postbox verify`.* cannot run on it yet/, args.join(' '));
   }
 });

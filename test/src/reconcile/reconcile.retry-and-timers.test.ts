@@ -72,7 +72,7 @@ test('Redis wiped while two retries wait: both found, re-armed, each retry runs 
   });
   consumer = await startConsumer(definition, {
     databaseUrl: db.url,
-    kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-test' },
+    broker: { kind: 'kafka', kafka: { brokers: stack.KAFKA_BROKERS.split(','), clientId: 'postbox-test' } },
     redisUrl: stack.REDIS_URL,
     retryReconcileMs: 3_600_000,
     inline: true,

@@ -43,3 +43,25 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** The final counters a `postbox consume` process printed on exit (its "consumer-stats" line). */
+export function consumerStats(p: RoleProcess): { applied: number; drained: number } {
+  const line = p
+    .output()
+    .split('\n')
+    .find((l) => l.includes('"consumer-stats"'));
+  if (!line) throw new Error(`no consumer-stats line in the output:\n${p.output().slice(-2000)}`);
+  return JSON.parse(line)['consumer-stats'];
+}
+
+/** True once a `postbox consume` process (LOG_LEVEL=info) has logged an assignment holding a partition. */
+export function holdsPartitions(p: RoleProcess): boolean {
+  return p
+    .output()
+    .split('\n')
+    .some((line) => {
+      if (!line.includes('consumer assignment')) return false;
+      const { assigned } = JSON.parse(line) as { assigned?: string[] };
+      return (assigned?.length ?? 0) > 0;
+    });
+}

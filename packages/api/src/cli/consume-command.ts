@@ -2,26 +2,27 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
-import { ensureTopics } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
-import { startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
+import { ensureBrokerTopics, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
-import { readConfig, type PostboxConfig, requireKafka } from '../config/env.ts';
+import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
-const HELP = `postbox consume — run consumers: Kafka → per-aggregate ordered, inbox-deduplicated handlers
+const HELP = `postbox consume — run consumers: broker → per-aggregate ordered, inbox-deduplicated handlers
 
 usage: postbox consume [consumer ...]
 
 A consumer is "${DEMO_CONSUMER}" (the demo projection of POSTBOX_TOPICS' first topic; the default) or the path of
 a module whose default export is a consumer definition (defineConsumer(...)) or a list of them. Run as many
-processes as you like: a consumer's partitions are shared through its Kafka consumer group.
+processes as you like: a consumer's partitions are shared through its Kafka consumer group (on NATS JetStream, by
+leases in PostgreSQL).
 
-Environment: DATABASE_URL, KAFKA_BROKERS, POSTBOX_TOPICS (see README, Configuration).
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats), KAFKA_BROKERS or NATS_URL, POSTBOX_TOPICS (see README,
+Configuration).
 Options:
   --threads N       worker threads per consumer (0 = on the main thread); overrides the definition
   --progress MS     print each consumer's counters as a JSON line every MS milliseconds
@@ -46,7 +47,6 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv());
-  requireKafka(config, '`postbox consume`');
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();
@@ -86,19 +86,25 @@ export async function consumeCommand(argv: string[]): Promise<number> {
 export function consumerRuntime(config: PostboxConfig, log: Logger, inline = false): ConsumerRuntimeOptions {
   return {
     databaseUrl: config.databaseUrl,
-    kafka: config.kafka,
+    broker: config.broker,
     redisUrl: config.redisUrl,
     retryReconcileMs: config.retryReconcileMs,
     inline,
     log,
-    ...(config.kafkaSessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: config.kafkaSessionTimeoutMs }),
+    ...sessionTimeout(config),
     ...(config.kafkaHeartbeatMs === undefined ? {} : { heartbeatIntervalMs: config.kafkaHeartbeatMs }),
   };
 }
 
+/** How long a silent member keeps its partitions: Kafka's session timeout, or NATS' partition lease. */
+function sessionTimeout(config: PostboxConfig): { sessionTimeoutMs?: number } {
+  const ms = config.broker.kind === 'nats' ? config.partitionLeaseMs : config.kafkaSessionTimeoutMs;
+  return ms === undefined ? {} : { sessionTimeoutMs: ms };
+}
+
 /** The demo projection writes the demo's own tables, on the demo's topic. */
 async function prepareDemo(config: PostboxConfig): Promise<void> {
-  await ensureTopics(config.kafka, config.topics);
+  await ensureBrokerTopics(config.broker, config.topics);
   const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
   try {
     await migrateDemo(sql);

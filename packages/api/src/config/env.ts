@@ -32,6 +32,8 @@ export interface PostboxConfig {
    */
   kafkaSessionTimeoutMs: number | undefined;
   kafkaHeartbeatMs: number | undefined;
+  /** NATS consumers: a member silent this long loses its partition leases to the others. */
+  partitionLeaseMs: number | undefined;
 }
 
 /** Settings given as command-line flags: they win over the environment, and never rewrite it. */
@@ -41,13 +43,13 @@ export interface ConfigOverrides {
 }
 
 /**
- * Refuses what does not run on the chosen broker yet: on NATS JetStream only the relay does (issue 22); consumers,
- * the verifier and the demo read Kafka.
+ * Refuses what does not run on the chosen broker yet: on NATS JetStream the relay and consumers do (issue 22); the
+ * verifier and the demo read Kafka.
  */
 export function requireKafka(config: PostboxConfig, what: string): void {
   if (config.broker.kind !== 'kafka')
     throw new ConfigError(
-      `POSTBOX_BROKER=${config.broker.kind}: ${what} cannot run on it yet — only \`postbox relay\` publishes to NATS so far; unset POSTBOX_BROKER for Kafka`,
+      `POSTBOX_BROKER=${config.broker.kind}: ${what} cannot run on it yet — only \`postbox relay\` and \`postbox consume\` run on NATS so far; unset POSTBOX_BROKER for Kafka`,
     );
 }
 
@@ -95,6 +97,7 @@ export function readConfig(
     retryReconcileMs: optionalInt(env, 'POSTBOX_RETRY_RECONCILE_MS', 1000) ?? 60_000,
     kafkaSessionTimeoutMs: optionalInt(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 1000),
     kafkaHeartbeatMs: optionalInt(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 100),
+    partitionLeaseMs: optionalInt(env, 'POSTBOX_PARTITION_LEASE_MS', 1000),
   };
 }
 

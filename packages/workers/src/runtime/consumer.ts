@@ -1,18 +1,18 @@
 import { connect, silentLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
-import { KafkaSubscriber, type KafkaConnection } from '@postbox/engine/kafka';
 import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import { Consumer, inlineConsumeExecutor, registerConsumer } from '@postbox/engine/runtime';
 import { createConsumePool } from '../consume-pool.ts';
+import { type BrokerConnection, createSubscriber } from '../broker.ts';
 
 /** What a consumer needs to run in a service, beside its definition. */
 export interface ConsumerRuntimeOptions {
   databaseUrl: string;
-  kafka: KafkaConnection;
+  broker: BrokerConnection;
   /** Durable retries (ledger in PostgreSQL, alarm in Redis) when set; in-memory retries otherwise. */
   redisUrl?: string;
-  /** A member silent this long is dropped and its partitions move. @defaultValue kafkajs's 30000 */
+  /** A member silent this long is dropped and its partitions move. @defaultValue kafkajs's 30000; NATS 15000 */
   sessionTimeoutMs?: number;
-  /** @defaultValue kafkajs's 3000 */
+  /** Kafka only. @defaultValue kafkajs's 3000 */
   heartbeatIntervalMs?: number;
   /** How often the retry ledger is checked against the scheduler's jobs. @defaultValue 60000 */
   retryReconcileMs?: number;
@@ -22,9 +22,10 @@ export interface ConsumerRuntimeOptions {
 }
 
 /**
- * Starts one consumer: a Kafka consumer group member, with a piscina pool (or the calling thread when inline),
- * and its durable retry schedule when a Redis URL is given. The returned consumer's `stop()` also closes the
- * retry schedule's pool. A failed start leaves nothing open.
+ * Starts one consumer: a member of its group on the broker (a Kafka consumer group, or JetStream durables shared by
+ * PostgreSQL leases), with a piscina pool (or the calling thread when inline), and its durable retry schedule
+ * when a Redis URL is given. The returned consumer's `stop()` also closes the retry schedule's and the leases'
+ * pools. A failed start leaves nothing open.
  */
 export async function startConsumer(
   definition: ConsumerDefinition,
@@ -32,15 +33,16 @@ export async function startConsumer(
 ): Promise<Consumer> {
   const log = options.log ?? silentLogger;
   await announce(options.databaseUrl, definition);
-  const subscriber = new KafkaSubscriber({
-    ...options.kafka,
-    clientId: `${options.kafka.clientId ?? 'postbox'}-consumer`,
-    groupId: definition.groupId,
-    topics: definition.topics,
-    fromBeginning: definition.fromBeginning,
+  // Partition leases (NATS) get a connection of their own: a balance must not wait behind a busy pool.
+  const leaseSql =
+    options.broker.kind === 'nats'
+      ? connect({ url: options.databaseUrl, max: 1, applicationName: `postbox-leases-${definition.name}` })
+      : null;
+  const subscriber = createSubscriber(options.broker, definition, {
+    ...(leaseSql ? { sql: leaseSql } : {}),
     ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: options.sessionTimeoutMs }),
     ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs: options.heartbeatIntervalMs }),
-    onCrash: ({ error, restart, replaced, retryInMs }) => {
+    onKafkaCrash: ({ error, restart, replaced, retryInMs }) => {
       const fields = {
         consumer: definition.name,
         err: error.message,
@@ -53,6 +55,8 @@ export async function startConsumer(
         log.error(fields, 'kafka consumer member crashed and kafkajs gave up on it; a new member joins the group');
       else log.warn(fields, 'kafka consumer member crashed; kafkajs restarts it');
     },
+    onError: (error, where) =>
+      log.warn({ consumer: definition.name, where, err: error.message, error_name: error.name }, 'subscriber error'),
   });
   const inline = options.inline === true;
   const executor = inline
@@ -75,12 +79,17 @@ export async function startConsumer(
   } catch (cause) {
     await consumer.stop().catch(() => {});
     await retries?.sql.end({ timeout: 5 });
+    await leaseSql?.end({ timeout: 5 });
     throw cause;
   }
-  if (!retries) return consumer;
-  // The retry pool closes after the consumer (due retries finish during stop()).
+  if (!retries && !leaseSql) return consumer;
+  // The retry and lease pools close after the consumer (due retries finish, leases are given back, during stop()).
   const stop = consumer.stop.bind(consumer);
-  consumer.stop = () => stop().finally(() => retries.sql.end({ timeout: 5 }));
+  consumer.stop = () =>
+    stop().finally(async () => {
+      await retries?.sql.end({ timeout: 5 });
+      await leaseSql?.end({ timeout: 5 });
+    });
   return consumer;
 }
 

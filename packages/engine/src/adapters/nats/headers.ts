@@ -7,6 +7,12 @@ import { TRACE_HEADERS, type MessageHeaders } from '../../envelope/headers.ts';
 // Attribute values are percent-encoded as in the CloudEvents HTTP binding (space, '"', '%' and everything outside
 // printable ASCII): a NATS header value is one line of text, and the server trims its ends.
 const PREFIX = 'ce-';
+
+/**
+ * The message key travels as the CloudEvents partitioning extension (`ce-partitionkey`): a NATS message has no key
+ * of its own. The subscriber takes it out of the headers again, so it never reads as an event extension.
+ */
+export const KEY_HEADER = 'partitionkey';
 const ESCAPED = /[^!#$&-~]/gu;
 
 function encodeValue(value: string): string {

@@ -5,7 +5,7 @@ import { BrokerError, type PostboxError } from '../../errors.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
-import { toNatsHeaders } from './headers.ts';
+import { KEY_HEADER, toNatsHeaders } from './headers.ts';
 import { subjectOf } from './streams.ts';
 
 export interface NatsPublisherOptions extends NatsConnectionOptions {
@@ -102,7 +102,7 @@ export class NatsPublisher implements Publisher {
       const partitions = this.#partitions.get(m.topic) ?? (await this.#lookUpPartitions(m.topic));
       const partition = partitionForKey(m.key, partitions);
       const ack = await js.publish(subjectOf(m.topic, partition), m.value, {
-        headers: toNatsHeaders(m.headers),
+        headers: toNatsHeaders({ ...m.headers, [KEY_HEADER]: m.key }),
         timeout: timeoutMs,
         ...(m.headers.id ? { msgID: m.headers.id } : {}),
       });
