@@ -3,14 +3,24 @@ import { randomUUID } from 'node:crypto';
 import type { ConsumerDefinition, Sql } from '@postbox/engine';
 import {
   ensureTopics,
+  KafkaOffsets,
   KafkaPublisher,
   KafkaSubscriber,
+  KafkaTopicReader,
   type KafkaConnection,
   type SubscriberCrash,
   type TopicSpec,
 } from '@postbox/engine/kafka';
-import { ensureStreams, NatsPublisher, NatsSubscriber, type NatsConnectionOptions } from '@postbox/engine/nats';
+import {
+  ensureStreams,
+  NatsOffsets,
+  NatsPublisher,
+  NatsSubscriber,
+  NatsTopicReader,
+  type NatsConnectionOptions,
+} from '@postbox/engine/nats';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
+import type { BrokerOffsets, TopicReader } from '@postbox/engine/verify';
 
 /** The broker a relay publishes to (POSTBOX_BROKER): plain data, so it crosses into worker threads. */
 export type BrokerConnection =
@@ -86,4 +96,16 @@ export function createSubscriber(
     assignment,
     onError: (error, p) => settings.onError(error, `${p.topic}:${p.partition}`),
   });
+}
+
+/** The control plane's and the verifier's read-only view of positions on the broker. */
+export function createBrokerOffsets(broker: BrokerConnection): BrokerOffsets {
+  return broker.kind === 'kafka' ? new KafkaOffsets(broker.kafka) : new NatsOffsets(broker.nats);
+}
+
+/** Reads whole topics start to end, outside any group (the verifier). */
+export function createTopicReader(broker: BrokerConnection, timeoutMs: number): TopicReader {
+  return broker.kind === 'kafka'
+    ? new KafkaTopicReader({ ...broker.kafka, timeoutMs })
+    : new NatsTopicReader({ ...broker.nats, timeoutMs });
 }

@@ -1,7 +1,9 @@
 export { createPublishPool, type PublishPoolOptions } from './pools.ts';
 export {
+  createBrokerOffsets,
   createPublisher,
   createSubscriber,
+  createTopicReader,
   ensureBrokerTopics,
   type BrokerConnection,
   type SubscriberSettings,

@@ -9,7 +9,8 @@ import { consumerStats, holdsPartitions, spawnPostbox, waitFor, type RoleProcess
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 
 // The pipeline on NATS JetStream (issue 22): outbox → `postbox relay` → partition streams → two `postbox consume`
-// processes sharing the partitions by lease, one leaving midway. Every aggregate is applied 1..n, once, in order.
+// processes sharing the partitions by lease, one leaving midway. Every aggregate is applied 1..n, once, in order,
+// and `postbox verify` (reading the streams and the groups' ack floors) says so.
 const AGGREGATES = 60;
 const VERSIONS = 6;
 let stack: PrivateStack;
@@ -101,5 +102,25 @@ test('relay and two consumers on NATS: partitions shared by lease, one leaves, e
     leases.map((l) => l.owner),
     [null, null, null, null],
     'members that stop give their partitions back',
+  );
+  // The verifier reads the partition streams and each group's ack floor: all holds; an inbox row removed under
+  // the committed position is an event lost.
+  const verify = async () => {
+    const p = spawnPostbox(['verify', '--consumer', 'natspipe', '--final', '--json'], env);
+    const code = await p.exited;
+    const json = p.output().slice(p.output().indexOf('{'));
+    return { code, report: JSON.parse(json) as { ok: boolean; violations: Array<{ invariant: string }> } };
+  };
+  const clean = await verify();
+  assert.equal(clean.code, 0, JSON.stringify(clean.report));
+  assert.equal(clean.report.ok, true);
+  await db.sql`
+    DELETE FROM message_inbox WHERE consumer_name = 'natspipe'
+      AND event_id = (SELECT event_id FROM message_inbox WHERE consumer_name = 'natspipe' LIMIT 1)`;
+  const broken = await verify();
+  assert.equal(broken.code, 1);
+  assert.ok(
+    broken.report.violations.some((v) => v.invariant === 'lost'),
+    JSON.stringify(broken.report.violations),
   );
 });

@@ -11,8 +11,7 @@ import { startPrivateStack, type PrivateStack } from '../support/private-stack.t
 import { allPublished } from '../support/relay.ts';
 
 // POSTBOX_BROKER=nats selects NATS JetStream for `postbox relay` (issue 22, selection): the relay process makes
-// the topic's streams, publishes from its worker thread, and stores (partition, stream sequence); the commands
-// that cannot run on NATS yet refuse it by name instead of quietly reading Kafka.
+// the topic's streams, publishes from its worker thread, and stores (partition, stream sequence).
 let stack: PrivateStack;
 let db: TestDatabase;
 let nc: NatsConnection | null = null;
@@ -63,12 +62,4 @@ test('postbox relay with POSTBOX_BROKER=nats: streams made, every outbox row pub
   relay.kill('SIGTERM');
   assert.equal(await relay.exited, 0, 'a graceful stop');
   relay = null;
-});
-
-test('commands that cannot run on NATS yet refuse POSTBOX_BROKER=nats by name', async () => {
-  for (const args of [['verify']]) {
-    const p = spawnPostbox(args, { DATABASE_URL: db.url, POSTBOX_BROKER: 'nats', NATS_URL: stack.nats!.url });
-    assert.equal(await p.exited, 1, args.join(' '));
-    assert.match(p.output(), /POSTBOX_BROKER=nats: `postbox verify`.* cannot run on it yet/, args.join(' '));
-  }
 });

@@ -5,7 +5,7 @@ import type { Consumer } from '@postbox/engine/runtime';
 import { stackUp } from '@postbox/stack';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
-import { readConfig, requireKafka } from '../config/env.ts';
+import { readConfig } from '../config/env.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
@@ -49,7 +49,6 @@ export async function startCommand(argv: string[]): Promise<number> {
   const stack = await stackUp({ log: (line) => console.log(line) });
   if (signal.aborted) return 0;
   const config = readConfig(stack, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
-  requireKafka(config, '`npm start` (its consumers and demo)');
   const apiConfig = readApiConfig();
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });

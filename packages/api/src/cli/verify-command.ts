@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, connect } from '@postbox/engine';
 import { listConsumers } from '@postbox/engine/control';
-import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
 import { check, collect, formatReport, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine/verify';
+import { createBrokerOffsets, createTopicReader } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
-import { readConfig, requireKafka } from '../config/env.ts';
+import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
 
 const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
@@ -32,7 +32,8 @@ are not checked (the demo consumer, ${DEMO_CONSUMER}, uses its projection's coun
 --json: the report as JSON; each violation names its invariant (e.g. lost, applied-twice, out-of-order), the
 consumer (null: the log), a count, sample ids and whether only a final check fails on it.
 Exit code: 0 when every check holds, 1 on any violation, 2 on a usage error.
-Environment: DATABASE_URL, KAFKA_BROKERS.`;
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats), KAFKA_BROKERS or NATS_URL. On NATS, offsets are stream
+sequences and a group's committed offset is its durable's ack floor + 1.`;
 
 export async function verifyCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -60,10 +61,9 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
   const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
   const config = readConfig(stackEnv());
-  requireKafka(config, '`postbox verify` (it reads the topics)');
   const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
-  const offsets = new KafkaOffsets(config.kafka);
-  const reader = new KafkaTopicReader({ ...config.kafka, timeoutMs });
+  const offsets = createBrokerOffsets(config.broker);
+  const reader = createTopicReader(config.broker, timeoutMs);
   try {
     const registered = await listConsumers(sql);
     const wanted = values.consumer ?? registered.map((c) => c.consumer_name);

@@ -43,17 +43,6 @@ export interface ConfigOverrides {
 }
 
 /**
- * Refuses what does not run on the chosen broker yet: on NATS JetStream the relay and consumers do (issue 22); the
- * verifier and the demo read Kafka.
- */
-export function requireKafka(config: PostboxConfig, what: string): void {
-  if (config.broker.kind !== 'kafka')
-    throw new ConfigError(
-      `POSTBOX_BROKER=${config.broker.kind}: ${what} cannot run on it yet — only \`postbox relay\` and \`postbox consume\` run on NATS so far; unset POSTBOX_BROKER for Kafka`,
-    );
-}
-
-/**
  * Reads every variable once. Defaults live where the options are resolved (resolveRelayOptions for the relay,
  * the consumer runtime for Kafka's session): a variable that is not set is passed on as not set.
  */

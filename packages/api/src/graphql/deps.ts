@@ -1,6 +1,6 @@
 import { connect, createWaker } from '@postbox/engine';
 import { BacklogMonitor } from '@postbox/engine/control';
-import { KafkaOffsets } from '@postbox/engine/kafka';
+import { createBrokerOffsets } from '@postbox/workers';
 import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
 import { type CheckName, Reconciler } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
@@ -30,7 +30,7 @@ export interface ApiResourceOptions {
  */
 export function createApiResources(config: PostboxConfig, options: ApiResourceOptions = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
-  const offsets = new KafkaOffsets(config.kafka);
+  const offsets = createBrokerOffsets(config.broker);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
   const schedulers = new Map<string, RetryScheduler>();
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });

@@ -1,7 +1,7 @@
 import type { Consumer as JsConsumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { BrokerError } from '../../errors.ts';
 import type { InboundRecord } from '../../ports/subscriber.ts';
-import { fromNatsHeaders, KEY_HEADER } from './headers.ts';
+import { toInboundRecord } from './inbound.ts';
 
 export interface PartitionReaderOptions {
   topic: string;
@@ -130,25 +130,13 @@ export class PartitionReader {
   #offerHeld(): void {
     while (!this.#paused && !this.#stopped && this.#held.length > 0) {
       const chunk = this.#held.slice(0, OFFER_CHUNK);
-      const taken = this.#options.offer(chunk.map((m) => this.#record(m)));
+      const taken = this.#options.offer(
+        chunk.map((m) => toInboundRecord(this.#options.topic, this.#options.partition, m)),
+      );
       this.#held.splice(0, taken);
       if (taken < chunk.length) break;
     }
     if (this.#held.length === 0) this.#wakeUp();
-  }
-
-  #record(m: JsMsg): InboundRecord {
-    const headers = fromNatsHeaders(m.headers);
-    const key = headers[KEY_HEADER] ?? null;
-    delete headers[KEY_HEADER];
-    return {
-      topic: this.#options.topic,
-      partition: this.#options.partition,
-      offset: String(m.seq),
-      key,
-      value: Buffer.from(m.data),
-      headers,
-    };
   }
 
   #wakeUp(): void {

@@ -7,6 +7,7 @@ import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
 import { durableName, takeOverDurable, type DurableSettings } from './consumers.ts';
 import { PartitionReader } from './partition-reader.ts';
+import { partitionPositions } from './positions.ts';
 import { streamName } from './streams.ts';
 
 export interface NatsSubscriberOptions extends NatsConnectionOptions {
@@ -162,31 +163,12 @@ export class NatsSubscriber implements Subscriber {
 
   /**
    * Per partition of the topics: committed = ack floor + 1 (the next sequence the group reads), high = the
-   * stream's last sequence + 1, lag = messages not yet acknowledged by the group.
+   * stream's last sequence + 1, lag = messages not yet acknowledged by the group (positions.ts).
    */
   async lag(): Promise<PartitionLag[]> {
     if (this.#closed || !this.#client) return [];
-    const { jsm } = this.#client;
-    const durable = durableName(this.#options.groupId);
-    const out: PartitionLag[] = [];
-    for (const topic of this.#options.topics) {
-      for await (const name of jsm.streams.names(`${topic}.*`)) {
-        const partition = Number(name.slice(name.lastIndexOf('_') + 1));
-        const stream = await jsm.streams.info(name);
-        const consumer = await jsm.consumers.info(name, durable).catch(() => null);
-        const high = stream.state.last_seq + 1;
-        const committed = consumer ? consumer.ack_floor.stream_seq + 1 : null;
-        const lag = consumer ? consumer.num_pending + consumer.num_ack_pending : stream.state.messages;
-        out.push({
-          topic,
-          partition,
-          committed: committed === null ? null : String(committed),
-          high: String(high),
-          lag,
-        });
-      }
-    }
-    return out.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
+    const positions = await partitionPositions(this.#client.jsm, this.#options.groupId, this.#options.topics);
+    return positions.map(({ unacknowledged, ...p }) => ({ ...p, lag: unacknowledged }));
   }
 
   close(): Promise<void> {
