@@ -1,7 +1,16 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { newEventId } from '@postbox/engine';
-import { durableName, ensureStreams, NatsPublisher, NatsSubscriber, partitionForKey } from '@postbox/engine/nats';
+import {
+  durableName,
+  ensureStreams,
+  NatsPublisher,
+  NatsSubscriber,
+  partitionForKey,
+  streamName,
+} from '@postbox/engine/nats';
 import {
   PartitionLeases,
   type InboundRecord,
@@ -21,6 +30,8 @@ let stack: PrivateStack;
 let servers: string[];
 let db: TestDatabase;
 const closing: Array<() => Promise<void>> = [];
+/** Errors the subscribers reported: none is expected in these cases. */
+const errors: string[] = [];
 
 before(async () => {
   [stack, db] = await Promise.all([startPrivateStack({ nats: true }), freshDatabase()]);
@@ -29,6 +40,7 @@ before(async () => {
 
 after(async () => {
   for (const close of closing.reverse()) await close().catch(() => {});
+  assert.deepEqual(errors, [], 'no subscriber reported an error');
   await stack?.stop();
   await db?.drop();
 });
@@ -75,15 +87,25 @@ function member(topic: string, group: string, owner: string, options: { ackWaitM
     groupId: group,
     topics: [topic],
     assignment: new PartitionLeases({ sql: db.sql, groupId: group, owner, leaseMs: 3000 }),
+    onError: (e, p) => errors.push(`${p.topic}:${p.partition} ${e.message}`),
     ...options,
   });
   closing.push(() => subscriber.close());
   return subscriber;
 }
 
-test('one member reads every partition in stream order: key, value and neutral headers as published', async () => {
+test('one member reads every partition in stream order: key, value and neutral headers as published; a deleted message is skipped, not waited for', async () => {
   const topic = uniqueTopic('natssub');
-  const sent = await publish(topic, 12, 3);
+  const all = await publish(topic, 12, 3);
+  // A message deleted from the middle of partition 0's stream leaves a gap the reader must not take for a loss.
+  const nc = await connect({ servers: stack.nats!.url.replace('nats://', '') });
+  const jsm = await jetstreamManager(nc);
+  const second = (await jsm.streams.getMessage(streamName(topic, 0), { seq: 2 }))!;
+  await jsm.streams.deleteMessage(streamName(topic, 0), 2);
+  await nc.close();
+  const deletedId = second.header.get('ce-id');
+  const sent = all.filter((m) => m.headers.id !== deletedId);
+  assert.equal(sent.length, all.length - 1);
   const sink = new RecordingSink();
   const subscriber = member(topic, 'g1', 'a');
   await subscriber.start(sink);
@@ -139,6 +161,15 @@ test('watermark commit: committed records stay acknowledged, the rest come back 
     second.records.filter((r) => r.partition === 0).map((r) => r.offset),
     p0.slice(2).map((r) => r.offset),
     'partition 0 from its first unacknowledged record, in order',
+  );
+  // The new holder's durable acknowledges as the old one did: committed everywhere, nothing left to read.
+  const last = new Map<number, number>();
+  for (const r of second.records) last.set(r.partition, Math.max(last.get(r.partition) ?? 0, Number(r.offset)));
+  await b.commit([...last].map(([partition, offset]) => ({ topic, partition, offset: String(offset + 1) })));
+  const lag = await b.lag();
+  assert.deepEqual(
+    lag.map((l) => [l.partition, l.lag, l.committed === l.high]),
+    [0, 1, 2, 3].map((p) => [p, 0, true]),
   );
   await b.close();
 });

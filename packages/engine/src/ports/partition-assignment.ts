@@ -8,10 +8,11 @@ import type { TopicPartition } from './subscriber.ts';
 export interface PartitionAssignment {
   /**
    * Joins the group with every partition of its topics. `onChange` gets the complete set this member holds,
-   * whenever that set changes (the empty set when it can no longer prove it holds any). Resolves once the first
-   * share has been taken.
+   * whenever that set changes (the empty set when it can no longer prove it holds any); its promise resolves once
+   * the subscriber has stopped reading what it lost — only then are those partitions given back. Resolves once
+   * the first share has been taken.
    */
-  join(partitions: TopicPartition[], onChange: (held: TopicPartition[]) => void): Promise<void>;
+  join(partitions: TopicPartition[], onChange: (held: TopicPartition[]) => Promise<void>): Promise<void>;
   /** Gives every partition back and leaves the group, so the others take them at once. Idempotent. */
   leave(): Promise<void>;
 }

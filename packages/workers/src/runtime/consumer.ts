@@ -36,7 +36,13 @@ export async function startConsumer(
   // Partition leases (NATS) get a connection of their own: a balance must not wait behind a busy pool.
   const leaseSql =
     options.broker.kind === 'nats'
-      ? connect({ url: options.databaseUrl, max: 1, applicationName: `postbox-leases-${definition.name}` })
+      ? connect({
+          url: options.databaseUrl,
+          max: 1,
+          applicationName: `postbox-leases-${definition.name}`,
+          // A renewal that hangs fails well within the lease (the leases' watchdog stops reading regardless).
+          settings: { statement_timeout: 5000 },
+        })
       : null;
   const subscriber = createSubscriber(options.broker, definition, {
     ...(leaseSql ? { sql: leaseSql } : {}),

@@ -1,6 +1,7 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { PartitionPosition } from '../../ports/offsets.ts';
-import { durableName } from './consumers.ts';
+import { currentDurable } from './consumers.ts';
+import { partitionStreams } from './streams.ts';
 
 /** A partition's position on JetStream, beside what the group has left to acknowledge there. */
 export interface NatsPartitionPosition extends PartitionPosition {
@@ -8,15 +9,10 @@ export interface NatsPartitionPosition extends PartitionPosition {
   unacknowledged: number;
 }
 
-/** The partition of a stream named `PB_<topic>_<p>` (streams.ts). */
-export function partitionOfStream(name: string): number {
-  return Number(name.slice(name.lastIndexOf('_') + 1));
-}
-
 /**
  * Positions of every partition stream of `topics`, in stream sequences (Postbox's offsets on NATS): high = the last
- * sequence + 1 (next to be written); committed = the group durable's ack floor + 1 (next to read), null when the
- * group has no durable there (or `groupId` is null).
+ * sequence + 1 (next to be written); committed = the ack floor + 1 (next to read) of the group's current durable,
+ * null when the group has none there (or `groupId` is null).
  */
 export async function partitionPositions(
   jsm: JetStreamManager,
@@ -25,12 +21,12 @@ export async function partitionPositions(
 ): Promise<NatsPartitionPosition[]> {
   const out: NatsPartitionPosition[] = [];
   for (const topic of topics) {
-    for await (const name of jsm.streams.names(`${topic}.*`)) {
+    for (const { name, partition } of await partitionStreams(jsm, topic)) {
       const stream = await jsm.streams.info(name);
-      const durable = groupId === null ? null : await jsm.consumers.info(name, durableName(groupId)).catch(() => null);
+      const durable = groupId === null ? null : ((await currentDurable(jsm, name, groupId))?.info ?? null);
       out.push({
         topic,
-        partition: partitionOfStream(name),
+        partition,
         high: String(stream.state.last_seq + 1),
         committed: durable ? String(durable.ack_floor.stream_seq + 1) : null,
         unacknowledged: durable ? durable.num_pending + durable.num_ack_pending : stream.state.messages,

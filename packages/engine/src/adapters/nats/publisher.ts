@@ -6,7 +6,7 @@ import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from 
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
 import { KEY_HEADER, toNatsHeaders } from './headers.ts';
-import { subjectOf } from './streams.ts';
+import { partitionStreams, subjectOf } from './streams.ts';
 
 export interface NatsPublisherOptions extends NatsConnectionOptions {
   /**
@@ -116,8 +116,7 @@ export class NatsPublisher implements Publisher {
   async #lookUpPartitions(topic: string): Promise<number> {
     const { nc } = await this.#connected();
     const jsm = await jetstreamManager(nc);
-    let count = 0;
-    for await (const name of jsm.streams.names(`${topic}.*`)) if (name) count++;
+    const count = (await partitionStreams(jsm, topic)).length;
     if (count === 0)
       throw new BrokerError('nats_no_stream', 'transient', `no stream carries topic ${topic} (${topic}.<p>)`, {
         permanentAfter: 8,

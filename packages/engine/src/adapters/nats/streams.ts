@@ -13,6 +13,23 @@ export function streamName(topic: string, partition: number): string {
   return `PB_${topic.replace(/[^A-Za-z0-9_-]/g, '_')}_${partition}`;
 }
 
+/**
+ * The partition streams of a topic on the server, by name (`PB_<topic>_<p>`), sorted by partition. Streams of other
+ * topics whose subjects overlap (`>`, `<topic>.x`) are not counted.
+ */
+export async function partitionStreams(
+  jsm: JetStreamManager,
+  topic: string,
+): Promise<Array<{ name: string; partition: number }>> {
+  const prefix = streamName(topic, 0).slice(0, -1);
+  const out: Array<{ name: string; partition: number }> = [];
+  for await (const name of jsm.streams.names(`${topic}.*`)) {
+    const suffix = name.startsWith(prefix) ? name.slice(prefix.length) : '';
+    if (/^\d+$/.test(suffix)) out.push({ name, partition: Number(suffix) });
+  }
+  return out.sort((a, b) => a.partition - b.partition);
+}
+
 export function subjectOf(topic: string, partition: number): string {
   return `${topic}.${partition}`;
 }

@@ -5,10 +5,10 @@ import type { PartitionAssignment } from '../../ports/partition-assignment.ts';
 import type { PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
-import { durableName, takeOverDurable, type DurableSettings } from './consumers.ts';
-import { PartitionReader } from './partition-reader.ts';
+import { takeOverDurable, type DurableSettings } from './consumers.ts';
+import { PartitionReader, type ReaderEnd } from './partition-reader.ts';
 import { partitionPositions } from './positions.ts';
-import { streamName } from './streams.ts';
+import { partitionStreams, streamName } from './streams.ts';
 
 export interface NatsSubscriberOptions extends NatsConnectionOptions {
   groupId: string;
@@ -21,32 +21,38 @@ export interface NatsSubscriberOptions extends NatsConnectionOptions {
   prefetch?: number;
   /** How long a delivered message may go unacknowledged before JetStream redelivers it. @defaultValue 30000 */
   ackWaitMs?: number;
-  /** Told of a pull, a take-over or an ack-wait extension that failed (each is tried again). */
+  /** Told of a pull, a take-over, an acknowledgement or a delivery gap that failed (each is tried again). */
   onError?: (error: Error, partition: TopicPartition) => void;
 }
 
+const ACK = new TextEncoder().encode('+ACK');
+const WORKING = new TextEncoder().encode('+WPI');
+const ACK_TIMEOUT_MS = 5000;
 const key = (p: TopicPartition) => `${p.topic}:${p.partition}`;
 
 /**
  * Subscriber over NATS JetStream (docs/brokers.md). Each partition of a topic is a stream (`PB_<topic>_<p>`); a
- * consumer group is a durable pull consumer of that name on each of them, acknowledging with AckAll: acking
- * sequence s acknowledges all before it, so `commit` is the watermark commit Kafka's offsets give (offset =
- * stream sequence; committing offset n acknowledges sequence n − 1, confirmed by the server). Which member reads
- * which partition comes from `assignment` (PostgreSQL leases), so each partition has one reader and its events
- * arrive in order. Messages a member holds unacknowledged have their ack wait reset every third of it, so a slow
- * batch or a paused partition is not redelivered behind its back.
+ * consumer group reads it through a durable pull consumer (`<group>__<epoch>`, consumers.ts) acknowledging with
+ * AckAll: acking sequence s acknowledges all before it, so `commit` is the watermark commit Kafka's offsets give
+ * (offset = stream sequence; committing offset n acknowledges sequence n − 1, confirmed by the server). Which
+ * member reads which partition comes from `assignment` (PostgreSQL leases): a member stops reading a partition
+ * before it gives the lease back, and takes a partition over with a fresh durable from the ack floor, so each
+ * partition has one reader and its events arrive in order. Messages a member holds unacknowledged have their ack
+ * wait reset every third of it, so a slow batch or a paused partition is not redelivered behind its back.
  */
 export class NatsSubscriber implements Subscriber {
   readonly #options: NatsSubscriberOptions;
   readonly #settings: DurableSettings;
   readonly #readers = new Map<string, PartitionReader>();
+  #nc: NatsConnection | null = null;
   #client: { nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager } | null = null;
   #sink: SubscriberSink | null = null;
   #paused = new Set<string>();
   /** What the assignment says this member holds (a partition whose take-over failed is held and not read yet). */
-  #held: TopicPartition[] = [];
+  #held = new Map<string, TopicPartition>();
   #extendTimer: NodeJS.Timeout | null = null;
-  #assigning: Promise<void> = Promise.resolve();
+  #reading: Promise<void> = Promise.resolve();
+  #readingQueued = false;
   #closed: Promise<void> | null = null;
 
   constructor(options: NatsSubscriberOptions) {
@@ -63,19 +69,17 @@ export class NatsSubscriber implements Subscriber {
     this.#sink = sink;
     try {
       const nc = await connectNats({ ...this.#options, name: this.#options.name ?? 'postbox-consumer' });
+      this.#nc = nc; // closed by close() even when what follows fails
       this.#client = { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
       const partitions = await this.#partitions(this.#client.jsm);
-      await this.#options.assignment.join(partitions, (held) => {
-        this.#assigning = this.#assigning.then(() => this.#assign(held));
-      });
+      await this.#options.assignment.join(partitions, (held) => this.#assign(held));
     } catch (cause) {
       throw cause instanceof BrokerError ? cause : classifyNatsError(cause);
     }
     this.#extendTimer = setInterval(() => {
       for (const reader of this.#readers.values()) reader.extend();
       // A held partition whose take-over failed (the server briefly away) is tried again.
-      if (this.#held.some((p) => !this.#readers.has(key(p))))
-        this.#assigning = this.#assigning.then(() => this.#assign(this.#held));
+      if ([...this.#held.keys()].some((k) => !this.#readers.has(k))) this.#readMissing();
     }, this.#settings.ackWaitMs / 3);
   }
 
@@ -83,58 +87,92 @@ export class NatsSubscriber implements Subscriber {
   async #partitions(jsm: JetStreamManager): Promise<TopicPartition[]> {
     const out: TopicPartition[] = [];
     for (const topic of this.#options.topics) {
-      let count = 0;
-      for await (const name of jsm.streams.names(`${topic}.*`)) if (name) count++;
-      if (count === 0)
-        throw new BrokerError('nats_no_stream', 'transient', `no stream carries topic ${topic} (${topic}.<p>)`);
-      for (let partition = 0; partition < count; partition++) {
-        await jsm.streams.info(streamName(topic, partition)).catch((cause: unknown) => {
-          throw new BrokerError('nats_no_stream', 'transient', `stream ${streamName(topic, partition)} is missing`, {
-            cause,
-          });
-        });
-        out.push({ topic, partition });
-      }
+      const streams = await partitionStreams(jsm, topic);
+      if (streams.length === 0 || streams.some((s, i) => s.partition !== i))
+        throw new BrokerError(
+          'nats_no_stream',
+          'transient',
+          `topic ${topic} has no complete set of partition streams (${streamName(topic, 0)} …): found ${streams.map((s) => s.name).join(', ') || 'none'}`,
+        );
+      out.push(...streams.map((s) => ({ topic, partition: s.partition })));
     }
     return out;
   }
 
-  /** Stops reading what was lost, tells the sink, then takes over and reads what was gained. */
-  async #assign(held: TopicPartition[]): Promise<void> {
-    if (this.#closed || !this.#client) return;
-    this.#held = held;
-    const next = new Set(held.map(key));
-    const lost = [...this.#readers.entries()].filter(([k]) => !next.has(k));
+  /**
+   * A new assignment. Readers of lost partitions stop at once (the returned promise resolves when they have, and
+   * only then does the assignment give the leases back); the sink learns the new set; gained partitions are taken
+   * over and read in the background.
+   */
+  #assign(held: TopicPartition[]): Promise<void> {
+    if (this.#closed || !this.#client) return Promise.resolve();
+    this.#held = new Map(held.map((p) => [key(p), p]));
+    const lost = [...this.#readers.entries()].filter(([k]) => !this.#held.has(k));
     for (const [k] of lost) this.#readers.delete(k);
-    for (const k of this.#paused) if (!next.has(k)) this.#paused.delete(k);
-    await Promise.all(lost.map(([, reader]) => reader.stop()));
-    if (lost.length > 0 || held.some((p) => !this.#readers.has(key(p)))) this.#sink!.onAssignment(held);
-    for (const p of held) {
-      if (this.#readers.has(key(p))) continue;
-      await this.#read(p);
-    }
+    for (const k of this.#paused) if (!this.#held.has(k)) this.#paused.delete(k);
+    const stopped = Promise.all(lost.map(([, reader]) => reader.stop()));
+    this.#sink!.onAssignment(held);
+    this.#readMissing();
+    return stopped.then(() => undefined);
+  }
+
+  /** Takes over every held partition that has no reader, one after the other; never two such runs at once. */
+  #readMissing(): void {
+    if (this.#readingQueued) return;
+    this.#readingQueued = true;
+    this.#reading = this.#reading
+      .then(async () => {
+        this.#readingQueued = false;
+        for (const [k, p] of this.#held) {
+          if (this.#closed) return;
+          if (!this.#readers.has(k)) await this.#read(p);
+        }
+      })
+      .catch((cause: unknown) => this.#options.onError?.(cause as Error, { topic: '', partition: -1 }));
   }
 
   async #read(p: TopicPartition): Promise<void> {
-    const { js, jsm } = this.#client!;
+    const { nc, js, jsm } = this.#client!;
     const stream = streamName(p.topic, p.partition);
-    const durable = durableName(this.#options.groupId);
     try {
-      await takeOverDurable(jsm, stream, durable, this.#settings);
-      const consumer = await js.consumers.get(stream, durable);
-      const reader = new PartitionReader(consumer, {
+      const durable = await takeOverDurable(jsm, stream, this.#options.groupId, this.#settings);
+      // Lost meanwhile (a new assignment came while taking over): the next holder takes over again.
+      if (!this.#held.has(key(p)) || this.#closed) return;
+      const reader = new PartitionReader(await js.consumers.get(stream, durable.name), {
         topic: p.topic,
         partition: p.partition,
+        startSeq: durable.startSeq,
+        paused: this.#paused.has(key(p)),
         maxAckPending: this.#settings.maxAckPending,
         offer: (records) => this.#sink!.onRecords(records),
-        onError: (error) => this.#options.onError?.(classifyNatsError(error), p),
+        ack: async (reply) => {
+          await nc.request(reply, ACK, { timeout: ACK_TIMEOUT_MS });
+        },
+        progress: (reply) => nc.publish(reply, WORKING),
+        heldInStream: (from, to) => heldInStream(jsm, stream, from, to),
+        onError: (error) => this.#report(classifyNatsError(error), p),
       });
-      if (this.#paused.has(key(p))) reader.pause();
       this.#readers.set(key(p), reader);
+      void reader.done.then((end) => this.#ended(p, reader, end));
     } catch (cause) {
       // Tried again every third of the ack wait; until then the partition is held and not read (its lag shows).
-      this.#options.onError?.(classifyNatsError(cause), p);
+      this.#report(classifyNatsError(cause), p);
     }
+  }
+
+  /** A reader that ended at a delivery gap is replaced: its partition is read again from the ack floor. */
+  #ended(p: TopicPartition, reader: PartitionReader, end: ReaderEnd): void {
+    if (end !== 'gap' || this.#readers.get(key(p)) !== reader) return;
+    this.#readers.delete(key(p));
+    this.#report(
+      new BrokerError('nats_delivery_gap', 'transient', `a delivery skipped a message the stream holds: read again`),
+      p,
+    );
+    this.#readMissing();
+  }
+
+  #report(error: Error, p: TopicPartition): void {
+    this.#options.onError?.(error, p);
   }
 
   async commit(offsets: Array<TopicPartition & { offset: string }>): Promise<void> {
@@ -174,12 +212,23 @@ export class NatsSubscriber implements Subscriber {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       if (this.#extendTimer) clearInterval(this.#extendTimer);
-      await this.#assigning;
       await Promise.all([...this.#readers.values()].map((r) => r.stop()));
       this.#readers.clear();
+      await this.#reading;
       if (this.#sink) await this.#options.assignment.leave().catch(() => {});
-      await this.#client?.nc.drain().catch(() => this.#client?.nc.close());
+      const nc = this.#nc;
+      await nc?.drain().catch(() => nc.close());
     })();
     return this.#closed;
   }
+}
+
+/** Whether the stream still holds any sequence in [from, to): not expired by its limits, not deleted. */
+async function heldInStream(jsm: JetStreamManager, stream: string, from: number, to: number): Promise<boolean> {
+  const { state } = await jsm.streams.info(stream, { deleted_details: true });
+  const start = Math.max(from, state.first_seq);
+  const end = Math.min(to, state.last_seq + 1);
+  if (start >= end) return false;
+  const deleted = (state.deleted ?? []).filter((seq) => seq >= start && seq < end).length;
+  return end - start > deleted;
 }

@@ -5,7 +5,7 @@ import type { LogBounds, TopicReader } from '../../ports/topic-reader.ts';
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
 import { toInboundRecord } from './inbound.ts';
-import { partitionOfStream } from './positions.ts';
+import { partitionStreams } from './streams.ts';
 
 export interface NatsTopicReaderOptions extends NatsConnectionOptions {
   /** How long reading may take before it fails. @defaultValue 120000 */
@@ -34,9 +34,8 @@ export class NatsTopicReader implements TopicReader {
       const jsm = await jetstreamManager(nc);
       const js = jetstream(nc);
       for (const topic of topics) {
-        for await (const name of jsm.streams.names(`${topic}.*`)) {
+        for (const { name, partition } of await partitionStreams(jsm, topic)) {
           const { state } = await jsm.streams.info(name);
-          const partition = partitionOfStream(name);
           bounds.push({ topic, partition, low: String(state.first_seq), high: String(state.last_seq + 1) });
           if (state.messages === 0) continue;
           const reader = await js.consumers.get(name, { deliver_policy: DeliverPolicy.All });
