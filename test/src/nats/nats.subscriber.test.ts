@@ -11,16 +11,12 @@ import {
   partitionForKey,
   streamName,
 } from '@postbox/engine/nats';
-import {
-  PartitionLeases,
-  type InboundRecord,
-  type OutboundMessage,
-  type TopicPartition,
-} from '@postbox/engine/runtime';
+import { PartitionLeases, type OutboundMessage, type TopicPartition } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { RecordingSink } from '../support/recording-sink.ts';
 
 // The NATS JetStream subscriber (issue 22) against a private nats-server and PostgreSQL: partitions shared by
 // leases, records in stream order with their key and neutral headers, the AckAll watermark commit, a take-over
@@ -61,24 +57,6 @@ async function publish(topic: string, keys: number, versions: number): Promise<O
   await publisher.close();
   assert.ok(outcomes.every((o) => o.ok));
   return messages;
-}
-
-/** A sink that records what it is given; `cap` makes it take at most that many records in all. */
-class RecordingSink {
-  records: InboundRecord[] = [];
-  assignments: TopicPartition[][] = [];
-  cap = Number.POSITIVE_INFINITY;
-  onRecords(records: InboundRecord[]): number {
-    const n = Math.max(0, Math.min(records.length, this.cap - this.records.length));
-    this.records.push(...records.slice(0, n));
-    return n;
-  }
-  onAssignment(partitions: TopicPartition[]): void {
-    this.assignments.push(partitions);
-  }
-  held(): string[] {
-    return (this.assignments.at(-1) ?? []).map((p) => `${p.topic}:${p.partition}`).sort();
-  }
 }
 
 function member(topic: string, group: string, owner: string, options: { ackWaitMs?: number } = {}) {
@@ -218,12 +196,7 @@ test('backpressure: a sink at its cap pauses the partition; held records come fi
   const subscriber = member(topic, 'g4', 'a');
   const all: TopicPartition[] = [0, 1, 2, 3].map((partition) => ({ topic, partition }));
   // The consumer pauses what it cannot take: a sink that stops taking pauses everything at once.
-  const onRecords = sink.onRecords.bind(sink);
-  sink.onRecords = (records) => {
-    const n = onRecords(records);
-    if (n < records.length) subscriber.pause(all);
-    return n;
-  };
+  sink.onFull = () => subscriber.pause(all);
   await subscriber.start(sink);
   await waitFor('the cap reached', async () => sink.records.length === 50, 30_000);
   await new Promise((r) => setTimeout(r, 1000));

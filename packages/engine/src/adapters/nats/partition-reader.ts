@@ -29,8 +29,15 @@ export type ReaderEnd = 'stopped' | 'gap';
 
 /** Records handed to the sink at a time. */
 const OFFER_CHUNK = 100;
-/** One pull at most, in bytes: at least one message of the server's max_payload (1 MiB) with its headers. */
+/**
+ * One pull at most, in bytes, estimated from the sizes seen so far: nats.js bounds a pull by messages or by bytes,
+ * not both, and a pull bounded by bytes that fills its message count first is only ended by its expiry (2.9
+ * signals no completion), so the bound is a message count sized to stay near these bytes.
+ */
 const PULL_BYTES = 2 * 1024 * 1024;
+const PULL_MESSAGES_MAX = 256;
+/** What the CloudEvents headers of a message add, about (not measured per message: that would cost a copy). */
+const HEADER_BYTES = 400;
 /** How long one pull waits on the server (nats.js' minimum is 1 s; its heartbeats end a pull the server lost). */
 const PULL_EXPIRES_MS = 5000;
 const RETRY_PAUSE_MS = 1000;
@@ -39,7 +46,7 @@ const RETRY_PAUSE_MS = 1000;
  * Reads one partition stream through its group's durable pull consumer, for the member holding its lease.
  *
  * Pulls bounded batches and offers each message to the sink as it arrives (messages of one socket read together).
- * What the sink does not take (it is at its caps) is held here — one pull at most, 2 MiB — and offered again on
+ * What the sink does not take (it is at its caps) is held here — one pull at most, about 2 MiB — and offered again on
  * `resume`; no new pull starts while anything is held or the sink has paused the partition. Messages delivered
  * and not acknowledged are kept by sequence (their reply subjects only), for the watermark acknowledgement
  * (`commit`) and to reset their ack wait (`extend`), so none is redelivered while this member holds it.
@@ -64,6 +71,8 @@ export class PartitionReader {
   #pull: ConsumerMessages | null = null;
   #wake: (() => void) | null = null;
   #offerScheduled = false;
+  /** Running mean of message sizes (payload and headers), for the pull size. */
+  #meanBytes = 1024;
   readonly done: Promise<ReaderEnd>;
 
   constructor(consumer: JsConsumer, options: PartitionReaderOptions) {
@@ -123,9 +132,7 @@ export class PartitionReader {
         continue;
       }
       try {
-        // Bounded in bytes (nats.js takes a byte or a message bound, not both): the server bounds the count by
-        // the durable's max_ack_pending.
-        this.#pull = await this.#consumer.fetch({ max_bytes: PULL_BYTES, expires: PULL_EXPIRES_MS });
+        this.#pull = await this.#consumer.fetch({ max_messages: this.#pullSize(), expires: PULL_EXPIRES_MS });
         for await (const m of this.#pull) this.#receive(m);
       } catch (cause) {
         if (this.#stopped) break;
@@ -156,7 +163,14 @@ export class PartitionReader {
     this.#accept(m);
   }
 
+  /** Messages to ask for: about PULL_BYTES at the sizes seen, one at least, and never past max_ack_pending. */
+  #pullSize(): number {
+    const room = this.#options.maxAckPending - this.#unacked.size;
+    return Math.max(1, Math.min(PULL_MESSAGES_MAX, room, Math.floor(PULL_BYTES / this.#meanBytes)));
+  }
+
   #accept(m: JsMsg): void {
+    this.#meanBytes = this.#meanBytes * 0.9 + (m.data.length + HEADER_BYTES) * 0.1;
     this.#expected = m.seq + 1;
     this.#unacked.set(m.seq, replyOf(m));
     this.#held.push(m);

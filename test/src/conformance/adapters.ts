@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { connect, type Sql } from '@postbox/engine';
+import { ensureTopics, KafkaPublisher, KafkaSubscriber, KafkaTopicReader } from '@postbox/engine/kafka';
+import { ensureStreams, NatsPublisher, NatsSubscriber, NatsTopicReader } from '@postbox/engine/nats';
+import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
+import type { TopicReader } from '@postbox/engine/verify';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { stack } from '../support/stack.ts';
+
+/**
+ * What an adapter can and cannot do, declared rather than discovered: the conformance cases read it, and
+ * docs/brokers.md shows it as a table.
+ */
+export interface AdapterFeatures {
+  /** The broker drops a re-send of a message id within a window (else the inbox absorbs the duplicate). */
+  brokerDedup: boolean;
+  /** Who shares partitions in a group: the broker's coordinator, or Postbox's leases in PostgreSQL. */
+  assignment: 'broker' | 'lease';
+}
+
+/** One broker adapter under test, with the servers it needs. */
+export interface AdapterUnderTest {
+  name: string;
+  features: AdapterFeatures;
+  /** Starts what the adapter needs (idempotent). */
+  setup(): Promise<void>;
+  teardown(): Promise<void>;
+  /** Makes a topic with `partitions` partitions. */
+  createTopic(topic: string, partitions: number): Promise<void>;
+  publisher(options?: { unreachable?: boolean }): Publisher;
+  /** A member of `group` reading `topics`; `member` names it within the group. */
+  subscriber(group: string, topics: string[], member: string): Subscriber;
+  reader(): TopicReader;
+}
+
+const closing: Array<() => Promise<unknown>> = [];
+
+/** Registers something to close at teardown; returns it. */
+function tracked<T extends { close(): Promise<unknown> }>(thing: T): T {
+  closing.push(() => thing.close());
+  return thing;
+}
+
+async function closeAll(): Promise<void> {
+  for (const close of closing.splice(0).reverse()) await close().catch(() => {});
+}
+
+/** Kafka on the shared test stack. */
+export function kafkaAdapter(): AdapterUnderTest {
+  const brokers = () => stack.KAFKA_BROKERS.split(',');
+  return {
+    name: 'kafka',
+    features: { brokerDedup: false, assignment: 'broker' },
+    setup: async () => {},
+    teardown: closeAll,
+    createTopic: async (topic, partitions) => {
+      await ensureTopics({ brokers: brokers() }, [{ topic, partitions }]);
+    },
+    publisher: (options = {}) =>
+      tracked(
+        new KafkaPublisher({
+          brokers: options.unreachable ? ['127.0.0.1:1'] : brokers(),
+          clientId: 'postbox-conformance',
+        }),
+      ),
+    subscriber: (group, topics) =>
+      tracked(
+        new KafkaSubscriber({
+          brokers: brokers(),
+          clientId: 'postbox-conformance',
+          groupId: group,
+          topics,
+          sessionTimeoutMs: 10_000,
+          heartbeatIntervalMs: 500,
+        }),
+      ),
+    reader: () =>
+      tracked(new KafkaTopicReader({ brokers: brokers(), clientId: 'postbox-conformance', timeoutMs: 30_000 })),
+  };
+}
+
+/** NATS JetStream on a private server; partitions shared by leases in a fresh database. */
+export function natsAdapter(): AdapterUnderTest {
+  let nats: PrivateStack | null = null;
+  let db: TestDatabase | null = null;
+  let sql: Sql | null = null;
+  const servers = () => [nats!.nats!.url];
+  return {
+    name: 'nats',
+    features: { brokerDedup: true, assignment: 'lease' },
+    setup: async () => {
+      if (nats) return;
+      [nats, db] = await Promise.all([startPrivateStack({ nats: true }), freshDatabase()]);
+      sql = connect({ url: db.url, max: 4, applicationName: 'postbox-conformance' });
+    },
+    teardown: async () => {
+      await closeAll();
+      await sql?.end({ timeout: 5 });
+      await nats?.stop();
+      await db?.drop();
+      [nats, db, sql] = [null, null, null];
+    },
+    createTopic: async (topic, partitions) => {
+      await ensureStreams({ servers: servers() }, [{ topic, partitions }]);
+    },
+    publisher: (options = {}) =>
+      tracked(new NatsPublisher({ servers: options.unreachable ? ['127.0.0.1:1'] : servers() })),
+    subscriber: (group, topics, member) =>
+      tracked(
+        new NatsSubscriber({
+          servers: servers(),
+          groupId: group,
+          topics,
+          assignment: new PartitionLeases({ sql: sql!, groupId: group, owner: member, leaseMs: 3000 }),
+        }),
+      ),
+    reader: () => tracked(new NatsTopicReader({ servers: servers(), timeoutMs: 30_000 })),
+  };
+}
+
+export const ADAPTERS: Array<() => AdapterUnderTest> = [kafkaAdapter, natsAdapter];
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}.${randomBytes(5).toString('hex')}`;
+}

@@ -1,0 +1,119 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { newEventId } from '@postbox/engine';
+import { partitionForKey } from '@postbox/engine/nats';
+import type { OutboundMessage, PublishOutcome } from '@postbox/engine/runtime';
+import type { InboundRecord } from '@postbox/engine/runtime';
+import { ADAPTERS, uniqueName } from './adapters.ts';
+
+// One conformance suite for every broker adapter (issue 22), the publisher's half: the Publisher port's contract
+// (ports/publisher.ts) checked against the real broker, the same cases for each. What an adapter cannot do is a
+// declared feature (adapters.ts), never a skipped case.
+const PARTITIONS = 3;
+
+function message(topic: string, key: string, version: number, bytes = 0): OutboundMessage {
+  return {
+    topic,
+    key,
+    value: bytes > 0 ? Buffer.alloc(bytes, 120) : Buffer.from(JSON.stringify({ key, version })),
+    headers: { id: newEventId(), type: 'ConformanceEvent', aggregateversion: String(version) },
+  };
+}
+
+function confirmations(outcomes: PublishOutcome[]) {
+  return outcomes.map((o, i) => {
+    assert.ok(o.ok, `message ${i} not confirmed: ${o.ok ? '' : `${o.error.code}: ${o.error.message}`}`);
+    return o.confirmation;
+  });
+}
+
+for (const make of ADAPTERS) {
+  const adapter = make();
+  describe(`${adapter.name} publisher`, () => {
+    before(() => adapter.setup());
+    after(() => adapter.teardown());
+
+    /** Everything on the topic, read with the adapter's own topic reader. */
+    const readAll = async (topic: string): Promise<InboundRecord[]> => {
+      const records: InboundRecord[] = [];
+      await adapter.reader().read([topic], (r) => records.push({ ...r, value: r.value && Buffer.from(r.value) }));
+      return records;
+    };
+
+    test('each message confirmed where it is stored: the partition its key maps to, increasing offsets', async () => {
+      const topic = uniqueName('conf-pub');
+      await adapter.createTopic(topic, PARTITIONS);
+      const sent = Array.from({ length: 30 }, (_, i) => message(topic, `k-${i % 10}`, Math.floor(i / 10) + 1));
+      const confirmed = confirmations(await adapter.publisher().publish(sent));
+      const stored = new Map((await readAll(topic)).map((r) => [`${r.partition}/${r.offset}`, r]));
+      assert.equal(stored.size, sent.length, 'each message stored once');
+      const last = new Map<number, bigint>();
+      sent.forEach((m, i) => {
+        const c = confirmed[i]!;
+        assert.equal(c.partition, partitionForKey(m.key, PARTITIONS), `${m.key}: the key's partition`);
+        const record = stored.get(`${c.partition}/${c.offset}`);
+        assert.equal(record?.headers.id, m.headers.id, 'the confirmed position holds the message');
+        assert.equal(record?.key, m.key);
+        assert.ok(BigInt(c.offset) > (last.get(c.partition) ?? -1n), 'offsets increase per partition');
+        last.set(c.partition, BigInt(c.offset));
+      });
+    });
+
+    test('per-key order over the partitions: each key’s messages stored in the order given', async () => {
+      const topic = uniqueName('conf-order');
+      await adapter.createTopic(topic, PARTITIONS);
+      const sent: OutboundMessage[] = [];
+      for (let v = 1; v <= 8; v++) for (let k = 0; k < 25; k++) sent.push(message(topic, `o-${k}`, v));
+      confirmations(await adapter.publisher().publish(sent));
+      const byKey = new Map<string, number[]>();
+      const records = (await readAll(topic)).sort((a, b) =>
+        a.partition === b.partition ? Number(BigInt(a.offset) - BigInt(b.offset)) : a.partition - b.partition,
+      );
+      for (const r of records) byKey.set(r.key!, [...(byKey.get(r.key!) ?? []), Number(r.headers.aggregateversion)]);
+      assert.equal(byKey.size, 25);
+      for (const [key, versions] of byKey) assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8], key);
+    });
+
+    test(`the same message id twice: ${adapter.features.brokerDedup ? 'stored once, confirmed as a duplicate of the first' : 'stored twice (no broker dedup: the inbox absorbs it)'}`, async () => {
+      const topic = uniqueName('conf-dedup');
+      await adapter.createTopic(topic, PARTITIONS);
+      const m = message(topic, 'd-1', 1);
+      const publisher = adapter.publisher();
+      const [first] = confirmations(await publisher.publish([m]));
+      const [again] = confirmations(await publisher.publish([m]));
+      const copies = (await readAll(topic)).filter((r) => r.headers.id === m.headers.id);
+      if (adapter.features.brokerDedup) {
+        assert.equal(copies.length, 1);
+        assert.equal(again!.duplicate, true);
+        assert.equal(again!.offset, first!.offset, 'the first send’s position');
+      } else {
+        assert.equal(copies.length, 2);
+        assert.notEqual(again!.duplicate, true);
+      }
+    });
+
+    test('a batch with one message over the size limit: that one fails for good, the others are confirmed', async () => {
+      const topic = uniqueName('conf-size');
+      await adapter.createTopic(topic, PARTITIONS);
+      const batch = [message(topic, 's-1', 1), message(topic, 's-2', 1, 2 * 1024 * 1024), message(topic, 's-3', 1)];
+      const outcomes = await adapter.publisher().publish(batch);
+      assert.ok(outcomes[0]!.ok && outcomes[2]!.ok, 'the neighbours are confirmed');
+      const oversize = outcomes[1]!;
+      assert.ok(!oversize.ok && oversize.error.kind === 'permanent', JSON.stringify(oversize));
+      const ids = new Set((await readAll(topic)).map((r) => r.headers.id));
+      assert.deepEqual([...ids].sort(), [batch[0]!.headers.id, batch[2]!.headers.id].sort());
+    });
+
+    test('a broker that cannot be reached: by the deadline every message has failed (transient or unknown), none confirmed', async () => {
+      const topic = uniqueName('conf-down');
+      const outcomes = await adapter
+        .publisher({ unreachable: true })
+        .publish([message(topic, 'u-1', 1), message(topic, 'u-2', 1)], { timeoutMs: 3000 });
+      assert.equal(outcomes.length, 2);
+      for (const o of outcomes) {
+        assert.ok(!o.ok, 'never confirmed');
+        assert.ok(o.error.kind === 'transient' || o.error.kind === 'unknown', `${o.error.kind}: ${o.error.message}`);
+      }
+    });
+  });
+}
