@@ -89,6 +89,7 @@ do {
           // Longer than `npm test` runs them (30 s and 15 s there, to keep the suite within its time).
           POSTBOX_FAULT_OUTAGE_MS: process.env.POSTBOX_FAULT_OUTAGE_MS ?? '60000',
           POSTBOX_FAULT_PAUSE_MS: process.env.POSTBOX_FAULT_PAUSE_MS ?? '30000',
+          POSTBOX_FAULT_STORM_MS: process.env.POSTBOX_FAULT_STORM_MS ?? '45000',
           POSTBOX_FAULT_SUMMARY: summary,
         },
       },

@@ -40,23 +40,25 @@ for (const make of ADAPTERS) {
       return records;
     };
 
-    test('each message confirmed where it is stored: the partition its key maps to, increasing offsets', async () => {
+    test('each message confirmed where it is stored: the partition its key maps to, offsets increasing per key', async () => {
       const topic = uniqueName('conf-pub');
       await adapter.createTopic(topic, PARTITIONS);
       const sent = Array.from({ length: 30 }, (_, i) => message(topic, `k-${i % 10}`, Math.floor(i / 10) + 1));
       const confirmed = confirmations(await adapter.publisher().publish(sent));
       const stored = new Map((await readAll(topic)).map((r) => [`${r.partition}/${r.offset}`, r]));
       assert.equal(stored.size, sent.length, 'each message stored once');
-      const last = new Map<number, bigint>();
+      // Keys go in parallel: offsets increase per key (its messages in order), and no two share a position.
+      const last = new Map<string, bigint>();
       sent.forEach((m, i) => {
         const c = confirmed[i]!;
         assert.equal(c.partition, partitionForKey(m.key, PARTITIONS), `${m.key}: the key's partition`);
         const record = stored.get(`${c.partition}/${c.offset}`);
         assert.equal(record?.headers.id, m.headers.id, 'the confirmed position holds the message');
         assert.equal(record?.key, m.key);
-        assert.ok(BigInt(c.offset) > (last.get(c.partition) ?? -1n), 'offsets increase per partition');
-        last.set(c.partition, BigInt(c.offset));
+        assert.ok(BigInt(c.offset) > (last.get(m.key) ?? -1n), `${m.key}: offsets increase in the order given`);
+        last.set(m.key, BigInt(c.offset));
       });
+      assert.equal(new Set(confirmed.map((c) => `${c.partition}/${c.offset}`)).size, sent.length, 'one position each');
     });
 
     test('per-key order over the partitions: each key’s messages stored in the order given', async () => {

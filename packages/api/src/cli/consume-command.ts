@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
 import type { Consumer } from '@postbox/engine/runtime';
-import { ensureBrokerTopics, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
+import { awaitTopics, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
@@ -22,7 +22,8 @@ processes as you like: a consumer's partitions are shared through its Kafka cons
 leases in PostgreSQL).
 
 Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats), KAFKA_BROKERS or NATS_URL, POSTBOX_TOPICS (see README,
-Configuration).
+Configuration). The topics of POSTBOX_TOPICS the consumers read are created if missing (as the relay does),
+waiting for the broker to answer.
 Options:
   --threads N       worker threads per consumer (0 = on the main thread); overrides the definition
   --progress MS     print each consumer's counters as a JSON line every MS milliseconds
@@ -51,6 +52,10 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();
   const definitions = await resolveConsumers(positionals.length > 0 ? positionals : [DEMO_CONSUMER], config);
+  // The topics of POSTBOX_TOPICS these consumers read are made as the relay makes them, waiting for the broker:
+  // a consumer started before the relay (or the broker) is up then starts anyway.
+  const read = config.topics.filter((t) => definitions.some((d) => d.topics.includes(t.topic)));
+  if (read.length > 0 && !(await awaitTopics({ broker: config.broker, topics: read, log, signal }))) return 0;
   if (definitions.some((d) => d.name === DEMO_CONSUMER)) await prepareDemo(config);
   const runtime = consumerRuntime(config, log, threads === 0);
   const consumers: Consumer[] = [];
@@ -104,7 +109,6 @@ function sessionTimeout(config: PostboxConfig): { sessionTimeoutMs?: number } {
 
 /** The demo projection writes the demo's own tables, on the demo's topic. */
 async function prepareDemo(config: PostboxConfig): Promise<void> {
-  await ensureBrokerTopics(config.broker, config.topics);
   const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
   try {
     await migrateDemo(sql);
