@@ -1,7 +1,14 @@
 // ESLint runs the rules a formatter cannot: promises nobody awaits, and the broker boundary (docs/design.md §3).
 import tseslint from 'typescript-eslint';
 
-const BROKER_SDKS = ['kafkajs', '@nats-io/jetstream', '@nats-io/transport-node', 'bullmq', 'ioredis'].map((name) => ({
+const BROKER_SDKS = [
+  'kafkajs',
+  '@nats-io/jetstream',
+  '@nats-io/transport-node',
+  '@cloudamqp/amqp-client',
+  'bullmq',
+  'ioredis',
+].map((name) => ({
   name,
   message: `only packages/engine/src/adapters/ may import ${name}; use the ports (ports/) and the adapters' entries`,
 }));

@@ -13,14 +13,23 @@ import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
 import { kafkaAnswers, kafkaService, KAFKA_BROKERS } from './kafka.ts';
 import { natsAnswers, natsService, NATS_URL } from './nats.ts';
+import { rabbitmqAnswers, rabbitmqService, RABBITMQ_URL } from './rabbitmq.ts';
 import { formatAddress, waitUntil } from './ports.ts';
 import { postgresAnswers, postgresService, POSTGRES_URL } from './postgres.ts';
 import { redisAnswers, redisService, REDIS_URL } from './redis.ts';
 import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
 
 export { StackError, type StackErrorCode } from './errors.ts';
-export { privateKafka, privateNats, privatePostgres, privateRedis, type PrivateServer } from './private.ts';
+export {
+  privateKafka,
+  privateNats,
+  privatePostgres,
+  privateRabbitmq,
+  privateRedis,
+  type PrivateServer,
+} from './private.ts';
 export { natsAnswers } from './nats.ts';
+export { rabbitmqAnswers, stopEpmd } from './rabbitmq.ts';
 
 export interface StackEnv {
   DATABASE_URL: string;
@@ -28,12 +37,14 @@ export interface StackEnv {
   KAFKA_BROKERS: string;
   /** Used when POSTBOX_BROKER=nats. */
   NATS_URL: string;
+  /** Used when POSTBOX_BROKER=rabbitmq. */
+  RABBITMQ_URL: string;
 }
 
-const DEFAULTS: StackEnv = { DATABASE_URL: POSTGRES_URL, REDIS_URL, KAFKA_BROKERS, NATS_URL };
+const DEFAULTS: StackEnv = { DATABASE_URL: POSTGRES_URL, REDIS_URL, KAFKA_BROKERS, NATS_URL, RABBITMQ_URL };
 
-/** The brokers the local stack can run; POSTBOX_BROKER picks one (RabbitMQ: issue 22, not yet). */
-export const STACK_BROKERS = ['kafka', 'nats'] as const;
+/** The brokers the local stack can run; POSTBOX_BROKER picks one. */
+export const STACK_BROKERS = ['kafka', 'nats', 'rabbitmq'] as const;
 export type StackBroker = (typeof STACK_BROKERS)[number];
 
 /** POSTBOX_BROKER, checked: unset means kafka; anything else must be one the stack can run. */
@@ -42,7 +53,7 @@ export function chosenBroker(env: NodeJS.ProcessEnv = process.env): StackBroker 
   if ((STACK_BROKERS as readonly string[]).includes(value)) return value as StackBroker;
   throw new StackError(
     'bad_config',
-    `POSTBOX_BROKER=${JSON.stringify(env.POSTBOX_BROKER)} is not a broker the stack can run: use ${STACK_BROKERS.join(' or ')}`,
+    `POSTBOX_BROKER=${JSON.stringify(env.POSTBOX_BROKER)} is not a broker the stack can run: use ${STACK_BROKERS.slice(0, -1).join(', ')} or ${STACK_BROKERS.at(-1)}`,
   );
 }
 
@@ -60,6 +71,7 @@ export function stackEnv(): StackEnv {
     REDIS_URL: process.env.REDIS_URL || DEFAULTS.REDIS_URL,
     KAFKA_BROKERS: process.env.KAFKA_BROKERS || DEFAULTS.KAFKA_BROKERS,
     NATS_URL: process.env.NATS_URL || DEFAULTS.NATS_URL,
+    RABBITMQ_URL: process.env.RABBITMQ_URL || DEFAULTS.RABBITMQ_URL,
   };
 }
 
@@ -156,6 +168,7 @@ function localServices(options: { everyBroker?: boolean } = {}): LocalService[] 
   const paths = stackPaths(home());
   const services = [postgresService(paths), redisService(paths), kafkaService(paths)];
   if (options.everyBroker || chosenBroker() === 'nats') services.push(natsService(paths));
+  if (options.everyBroker || chosenBroker() === 'rabbitmq') services.push(rabbitmqService(paths));
   return services;
 }
 
@@ -188,6 +201,8 @@ function answers(service: LocalService, target: string): Promise<void> {
       );
     case 'nats':
       return natsAnswers(target);
+    case 'rabbitmq':
+      return rabbitmqAnswers(target);
   }
 }
 
@@ -199,7 +214,8 @@ function redact(target: string): string {
     return url.protocol === 'postgres:' ||
       url.protocol === 'postgresql:' ||
       url.protocol.startsWith('redis') ||
-      url.protocol === 'nats:'
+      url.protocol === 'nats:' ||
+      url.protocol === 'amqp:'
       ? url.toString()
       : target;
   } catch {

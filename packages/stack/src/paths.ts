@@ -7,6 +7,16 @@ export interface StackPaths {
   pg: { dir: string; data: string; log: string; pidFile: string };
   redis: { dir: string; pidFile: string; log: string };
   nats: { dir: string; store: string; config: string; pidFile: string; log: string };
+  rabbitmq: {
+    dir: string;
+    home: string;
+    data: string;
+    logs: string;
+    config: string;
+    plugins: string;
+    pidFile: string;
+    log: string;
+  };
   kafka: {
     dir: string;
     pom: string;
@@ -34,6 +44,7 @@ export function stackPaths(home: string): StackPaths {
   const redis = path.join(home, 'redis');
   const kafka = path.join(home, 'kafka');
   const nats = path.join(home, 'nats');
+  const rabbitmq = path.join(home, 'rabbitmq');
   return {
     home,
     pg: {
@@ -54,6 +65,17 @@ export function stackPaths(home: string): StackPaths {
       config: path.join(nats, 'nats.conf'),
       pidFile: path.join(nats, 'nats.pid'),
       log: path.join(nats, 'nats.log'),
+    },
+    rabbitmq: {
+      dir: rabbitmq,
+      // The node's HOME: its Erlang cookie lives there, never in the machine's.
+      home: path.join(rabbitmq, 'home'),
+      data: path.join(rabbitmq, 'mnesia'),
+      logs: path.join(rabbitmq, 'logs'),
+      config: path.join(rabbitmq, 'rabbitmq.conf'),
+      plugins: path.join(rabbitmq, 'enabled_plugins'),
+      pidFile: path.join(rabbitmq, 'rabbitmq.pid'),
+      log: path.join(rabbitmq, 'rabbitmq.out'),
     },
     kafka: {
       dir: kafka,

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { kafkaService } from './kafka.ts';
 import { natsService } from './nats.ts';
+import { rabbitmqService } from './rabbitmq.ts';
 import { defaultHome, stackPaths, type StackPaths } from './paths.ts';
 import { postgresService } from './postgres.ts';
 import { isAlive, waitForExit } from './process.ts';
@@ -15,8 +16,8 @@ import { ensureDown, ensureUp, type LocalService } from './service.ts';
  * stack's servers: the caller must `stop()` it (and should `kill('SIGKILL')` it on exit).
  */
 export interface PrivateServer {
-  readonly name: 'postgres' | 'redis' | 'kafka' | 'nats';
-  /** What clients use: DATABASE_URL, REDIS_URL, KAFKA_BROKERS or NATS_URL. */
+  readonly name: 'postgres' | 'redis' | 'kafka' | 'nats' | 'rabbitmq';
+  /** What clients use: DATABASE_URL, REDIS_URL, KAFKA_BROKERS, NATS_URL or RABBITMQ_URL. */
   readonly url: string;
   readonly home: string;
   readonly dataDir: string;
@@ -64,6 +65,11 @@ export function privateRedis(home: string, port: number): PrivateServer {
 
 export function privateNats(home: string, port: number): PrivateServer {
   return wrap(natsService(stackPaths(home), port), home);
+}
+
+/** A private RabbitMQ node: its own AMQP, distribution and epmd ports (stop() also ends its epmd). */
+export function privateRabbitmq(home: string, ports: { amqp: number; dist: number; epmd: number }): PrivateServer {
+  return wrap(rabbitmqService(stackPaths(home), ports), home);
 }
 
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */

@@ -7,13 +7,13 @@ import { canConnect, formatAddress, waitUntil, type HostPort } from './ports.ts'
  * kafka.ts, nats.ts) builds one; the lifecycle rules that are the same for all of them live here, once.
  */
 export interface LocalService {
-  name: 'postgres' | 'redis' | 'kafka' | 'nats';
+  name: 'postgres' | 'redis' | 'kafka' | 'nats' | 'rabbitmq';
   /** The address clients use. */
   address: HostPort;
   /** Further ports the server binds (Kafka's controller), checked for squatters before a start. */
   otherPorts: HostPort[];
   /** The env var that points Postbox at an existing server instead of this one. */
-  envVar: 'DATABASE_URL' | 'REDIS_URL' | 'KAFKA_BROKERS' | 'NATS_URL';
+  envVar: 'DATABASE_URL' | 'REDIS_URL' | 'KAFKA_BROKERS' | 'NATS_URL' | 'RABBITMQ_URL';
   /** Our value for `envVar`. */
   url: string;
   dataDir: string;

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import type { ConsumerDefinition, Sql } from '@postbox/engine';
+import { ConfigError, type ConsumerDefinition, type Sql } from '@postbox/engine';
 import {
   ensureTopics,
   KafkaOffsets,
@@ -19,20 +19,36 @@ import {
   NatsTopicReader,
   type NatsConnectionOptions,
 } from '@postbox/engine/nats';
+import { ensureExchanges, RabbitPublisher } from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
 import type { BrokerOffsets, TopicReader } from '@postbox/engine/verify';
 
 /** The broker a relay publishes to (POSTBOX_BROKER): plain data, so it crosses into worker threads. */
 export type BrokerConnection =
   | { kind: 'kafka'; kafka: KafkaConnection }
-  | { kind: 'nats'; nats: NatsConnectionOptions };
+  | { kind: 'nats'; nats: NatsConnectionOptions }
+  | { kind: 'rabbitmq'; rabbitmq: { url: string } };
+
+/** What does not run on RabbitMQ yet (issue 22: its subscriber is the next step), refused by name. */
+function notOnRabbitmq(what: string): never {
+  throw new ConfigError(
+    `POSTBOX_BROKER=rabbitmq: ${what} cannot run on it yet — only \`postbox relay\` publishes to RabbitMQ so far; use kafka or nats`,
+  );
+}
 
 /**
  * Makes what the topics need on the broker, when missing — Kafka topics, or NATS JetStream streams (one per
  * partition) — and returns each topic's partition count. Throws with the broker's error when it is not ready.
  */
 export function ensureBrokerTopics(broker: BrokerConnection, topics: TopicSpec[]): Promise<Map<string, number>> {
-  return broker.kind === 'kafka' ? ensureTopics(broker.kafka, topics) : ensureStreams(broker.nats, topics);
+  switch (broker.kind) {
+    case 'kafka':
+      return ensureTopics(broker.kafka, topics);
+    case 'nats':
+      return ensureStreams(broker.nats, topics);
+    case 'rabbitmq':
+      return ensureExchanges(broker.rabbitmq, topics);
+  }
 }
 
 /** A publisher for the broker; `partitions` (from ensureBrokerTopics) spares NATS a lookup per topic. */
@@ -41,9 +57,14 @@ export function createPublisher(
   partitions: ReadonlyMap<string, number>,
   role: string,
 ): Publisher {
-  if (broker.kind === 'kafka')
-    return new KafkaPublisher({ ...broker.kafka, clientId: `${broker.kafka.clientId ?? 'postbox'}-${role}` });
-  return new NatsPublisher({ ...broker.nats, name: `${broker.nats.name ?? 'postbox'}-${role}`, partitions });
+  switch (broker.kind) {
+    case 'kafka':
+      return new KafkaPublisher({ ...broker.kafka, clientId: `${broker.kafka.clientId ?? 'postbox'}-${role}` });
+    case 'nats':
+      return new NatsPublisher({ ...broker.nats, name: `${broker.nats.name ?? 'postbox'}-${role}`, partitions });
+    case 'rabbitmq':
+      return new RabbitPublisher({ url: broker.rabbitmq.url, partitions });
+  }
 }
 
 /** How a consumer's subscriber joins its group and reports trouble. */
@@ -79,6 +100,7 @@ export function createSubscriber(
       onCrash: settings.onKafkaCrash,
     });
   }
+  if (broker.kind === 'rabbitmq') notOnRabbitmq('`postbox consume`');
   if (!settings.sql) throw new Error('a NATS consumer needs a PostgreSQL connection for its partition leases');
   const assignment = new PartitionLeases({
     sql: settings.sql,
@@ -100,12 +122,24 @@ export function createSubscriber(
 
 /** The control plane's and the verifier's read-only view of positions on the broker. */
 export function createBrokerOffsets(broker: BrokerConnection): BrokerOffsets {
-  return broker.kind === 'kafka' ? new KafkaOffsets(broker.kafka) : new NatsOffsets(broker.nats);
+  switch (broker.kind) {
+    case 'kafka':
+      return new KafkaOffsets(broker.kafka);
+    case 'nats':
+      return new NatsOffsets(broker.nats);
+    case 'rabbitmq':
+      return notOnRabbitmq('the control plane (lag from the broker)');
+  }
 }
 
 /** Reads whole topics start to end, outside any group (the verifier). */
 export function createTopicReader(broker: BrokerConnection, timeoutMs: number): TopicReader {
-  return broker.kind === 'kafka'
-    ? new KafkaTopicReader({ ...broker.kafka, timeoutMs })
-    : new NatsTopicReader({ ...broker.nats, timeoutMs });
+  switch (broker.kind) {
+    case 'kafka':
+      return new KafkaTopicReader({ ...broker.kafka, timeoutMs });
+    case 'nats':
+      return new NatsTopicReader({ ...broker.nats, timeoutMs });
+    case 'rabbitmq':
+      return notOnRabbitmq('`postbox verify`');
+  }
 }

@@ -1,11 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Sql } from '@postbox/engine';
 import { ensureTopics, KafkaPublisher, KafkaSubscriber, KafkaTopicReader } from '@postbox/engine/kafka';
+import { AMQPClient } from '@cloudamqp/amqp-client';
 import { ensureStreams, NatsPublisher, NatsSubscriber, NatsTopicReader } from '@postbox/engine/nats';
+import {
+  ensureExchanges,
+  fromAmqpHeaders,
+  queueName,
+  RABBIT_KEY_HEADER,
+  RabbitPublisher,
+} from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
 import type { TopicReader } from '@postbox/engine/verify';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { drainQueue } from '../support/rabbitmq.ts';
 import { stack } from '../support/stack.ts';
 
 /**
@@ -17,6 +26,10 @@ export interface AdapterFeatures {
   brokerDedup: boolean;
   /** Who shares partitions in a group: the broker's coordinator, or Postbox's leases in PostgreSQL. */
   assignment: 'broker' | 'lease';
+  /** A confirmation names where the message is stored (a log), or only its partition (queues). */
+  positions: 'log' | 'none';
+  /** The Subscriber port: true, or why not (the subscriber conformance cases then do not apply). */
+  subscriber: true | string;
 }
 
 /** One broker adapter under test, with the servers it needs. */
@@ -51,7 +64,7 @@ export function kafkaAdapter(): AdapterUnderTest {
   const brokers = () => stack.KAFKA_BROKERS.split(',');
   return {
     name: 'kafka',
-    features: { brokerDedup: false, assignment: 'broker' },
+    features: { brokerDedup: false, assignment: 'broker', positions: 'log', subscriber: true },
     setup: async () => {},
     teardown: closeAll,
     createTopic: async (topic, partitions) => {
@@ -88,7 +101,7 @@ export function natsAdapter(): AdapterUnderTest {
   const servers = () => [nats!.nats!.url];
   return {
     name: 'nats',
-    features: { brokerDedup: true, assignment: 'lease' },
+    features: { brokerDedup: true, assignment: 'lease', positions: 'log', subscriber: true },
     setup: async () => {
       if (nats) return;
       [nats, db] = await Promise.all([startPrivateStack({ nats: true }), freshDatabase()]);
@@ -119,7 +132,75 @@ export function natsAdapter(): AdapterUnderTest {
   };
 }
 
-export const ADAPTERS: Array<() => AdapterUnderTest> = [kafkaAdapter, natsAdapter];
+/** The group whose queues a RabbitMQ topic gets here: queues are what stores messages there. */
+const CONFORMANCE_GROUP = 'conformance';
+
+/**
+ * RabbitMQ on a private node. A topic is its exchange plus one group's quorum queues (RabbitMQ keeps no log: a
+ * message no queue takes is refused); the reader drains that group's queues, in queue order, each record's offset
+ * its place in its queue (queues have no positions).
+ */
+export function rabbitmqAdapter(): AdapterUnderTest {
+  let node: PrivateStack | null = null;
+  const url = () => node!.rabbitmq!.url;
+  const partitions = new Map<string, number>();
+  return {
+    name: 'rabbitmq',
+    features: {
+      brokerDedup: false,
+      assignment: 'lease',
+      positions: 'none',
+      subscriber: 'not yet: the RabbitMQ subscriber is the next step of issue 22',
+    },
+    setup: async () => {
+      if (node) return;
+      node = await startPrivateStack({ rabbitmq: true });
+    },
+    teardown: async () => {
+      await closeAll();
+      await node?.stop();
+      node = null;
+    },
+    createTopic: async (topic, count) => {
+      await ensureExchanges({ url: url() }, [{ topic, partitions: count }], [CONFORMANCE_GROUP]);
+      partitions.set(topic, count);
+    },
+    publisher: (options = {}) =>
+      tracked(new RabbitPublisher({ url: options.unreachable ? 'amqp://guest:guest@127.0.0.1:1' : url(), partitions })),
+    subscriber: () => {
+      throw new Error('no RabbitMQ subscriber yet');
+    },
+    reader: () => ({
+      read: async (topics, onRecord) => {
+        const client = await new AMQPClient(url()).connect();
+        try {
+          const ch = await client.channel();
+          for (const topic of topics)
+            for (let p = 0; p < (partitions.get(topic) ?? 0); p++)
+              (await drainQueue(ch, queueName(topic, CONFORMANCE_GROUP, p))).forEach((m, offset) => {
+                const headers = fromAmqpHeaders(m.properties.headers, m.properties.contentType);
+                const key = headers[RABBIT_KEY_HEADER] ?? null;
+                delete headers[RABBIT_KEY_HEADER];
+                onRecord({
+                  topic,
+                  partition: p,
+                  offset: String(offset),
+                  key,
+                  value: Buffer.from(m.body ?? []),
+                  headers,
+                });
+              });
+        } finally {
+          await client.close().catch(() => {});
+        }
+        return [];
+      },
+      close: async () => {},
+    }),
+  };
+}
+
+export const ADAPTERS: Array<() => AdapterUnderTest> = [kafkaAdapter, natsAdapter, rabbitmqAdapter];
 
 export function uniqueName(prefix: string): string {
   return `${prefix}.${randomBytes(5).toString('hex')}`;

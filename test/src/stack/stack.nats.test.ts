@@ -31,7 +31,8 @@ test('POSTBOX_BROKER picks the broker the stack runs: kafka when unset, nats by 
   assert.equal(chosenBroker({ POSTBOX_BROKER: ' NATS ' }), 'nats');
   assert.throws(
     () => chosenBroker({ POSTBOX_BROKER: 'rabit' }),
-    (e: unknown) => e instanceof StackError && e.code === 'bad_config' && /"rabit".*kafka or nats/.test(e.message),
+    (e: unknown) =>
+      e instanceof StackError && e.code === 'bad_config' && /"rabit".*kafka, nats or rabbitmq/.test(e.message),
   );
 });
 

@@ -5,7 +5,15 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { privateKafka, privateNats, privatePostgres, privateRedis, type PrivateServer } from '@postbox/stack';
+import {
+  privateKafka,
+  privateNats,
+  privatePostgres,
+  privateRabbitmq,
+  privateRedis,
+  stopEpmd,
+  type PrivateServer,
+} from '@postbox/stack';
 import { FaultProxy } from './fault-proxy.ts';
 
 /**
@@ -31,6 +39,8 @@ export interface PrivateStackOptions {
   redis?: boolean | { proxy?: boolean };
   /** NATS with JetStream (file storage under the home). */
   nats?: boolean;
+  /** A RabbitMQ node of its own (ports, epmd, cookie, data under the home). */
+  rabbitmq?: boolean;
 }
 
 export interface PrivateStack {
@@ -39,9 +49,16 @@ export interface PrivateStack {
   postgres: PrivateServer | null;
   redis: PrivateServer | null;
   nats: PrivateServer | null;
+  rabbitmq: PrivateServer | null;
   proxies: { kafka?: FaultProxy; postgres?: FaultProxy; redis?: FaultProxy };
   /** What clients use (through the proxies where there are), for the servers started here. */
-  urls: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string; NATS_URL: string }>;
+  urls: Partial<{
+    DATABASE_URL: string;
+    KAFKA_BROKERS: string;
+    REDIS_URL: string;
+    NATS_URL: string;
+    RABBITMQ_URL: string;
+  }>;
   /** The direct addresses, around any proxy. */
   direct: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
   stop(): Promise<void>;
@@ -60,6 +77,8 @@ process.on('exit', () => {
     }
   }
   for (const dir of mounts) spawnSync('umount', ['-l', dir]);
+  for (const port of epmdPorts.values())
+    spawnSync('epmd', ['-kill'], { env: { ...process.env, ERL_EPMD_PORT: String(port) } });
 });
 
 export async function freePort(): Promise<number> {
@@ -82,6 +101,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
     postgres: null,
     redis: null,
     nats: null,
+    rabbitmq: null,
     proxies: {},
     urls: {},
     direct: {},
@@ -94,6 +114,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
     if (options.redis) starts.push(startRedis(stack, typeof options.redis === 'object' ? options.redis : {}));
     if (options.kafka) starts.push(startKafka(stack, options.kafka));
     if (options.nats) starts.push(startNats(stack));
+    if (options.rabbitmq) starts.push(startRabbitmq(stack));
     const results = await Promise.allSettled(starts);
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -179,13 +200,24 @@ async function startNats(stack: PrivateStack): Promise<void> {
   stack.urls.NATS_URL = stack.nats.url;
 }
 
+/** The epmd port of each private RabbitMQ node: the daemon its node started outlives it, and is ended here. */
+const epmdPorts = new Map<PrivateServer, number>();
+
+async function startRabbitmq(stack: PrivateStack): Promise<void> {
+  const ports = { amqp: await freePort(), dist: await freePort(), epmd: await freePort() };
+  stack.rabbitmq = privateRabbitmq(path.join(stack.home, 'q'), ports);
+  epmdPorts.set(stack.rabbitmq, ports.epmd);
+  await restart(stack.rabbitmq);
+  stack.urls.RABBITMQ_URL = stack.rabbitmq.url;
+}
+
 async function stopStack(stack: PrivateStack): Promise<void> {
   running.delete(stack);
   const errors: unknown[] = [];
   // The data is thrown away: no graceful shutdown needed (a Kafka controlled shutdown alone takes seconds).
   // PostgreSQL gets its immediate stop (SIGQUIT), so the postmaster ends its backends and shared memory.
   await Promise.all(
-    [stack.kafka, stack.redis, stack.postgres, stack.nats].map(async (server) => {
+    [stack.kafka, stack.redis, stack.postgres, stack.nats, stack.rabbitmq].map(async (server) => {
       if (!server) return;
       try {
         if ((await server.pid()) !== undefined) {
@@ -198,6 +230,11 @@ async function stopStack(stack: PrivateStack): Promise<void> {
         await server.signal('SIGKILL').catch(() => 0);
       }
       pids.delete(server);
+      const epmd = epmdPorts.get(server);
+      if (epmd !== undefined) {
+        await stopEpmd(epmd);
+        epmdPorts.delete(server);
+      }
     }),
   );
   for (const proxy of Object.values(stack.proxies)) await proxy?.close();

@@ -62,8 +62,8 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
   const config = readConfig(stackEnv());
   const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
-  const offsets = createBrokerOffsets(config.broker);
   const reader = createTopicReader(config.broker, timeoutMs);
+  const offsets = createBrokerOffsets(config.broker);
   try {
     const registered = await listConsumers(sql);
     const wanted = values.consumer ?? registered.map((c) => c.consumer_name);

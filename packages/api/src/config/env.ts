@@ -2,7 +2,7 @@ import { ConfigError } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { parseNatsServers } from '@postbox/engine/nats';
-import { chosenBroker, type StackEnv } from '@postbox/stack';
+import { chosenBroker, type StackBroker, type StackEnv } from '@postbox/stack';
 import type { BrokerConnection } from '@postbox/workers';
 
 /**
@@ -68,10 +68,7 @@ export function readConfig(
     databaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
     kafka,
-    broker:
-      chosenBroker(env) === 'nats'
-        ? { kind: 'nats', nats: { servers: parseNatsServers(stack.NATS_URL) } }
-        : { kind: 'kafka', kafka },
+    broker: brokerConnection(chosenBroker(env), stack, kafka),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,
@@ -163,4 +160,15 @@ function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as {
     [K in keyof T]?: Exclude<T[K], undefined>;
   };
+}
+
+function brokerConnection(kind: StackBroker, stack: StackEnv, kafka: KafkaConnection): BrokerConnection {
+  switch (kind) {
+    case 'kafka':
+      return { kind, kafka };
+    case 'nats':
+      return { kind, nats: { servers: parseNatsServers(stack.NATS_URL) } };
+    case 'rabbitmq':
+      return { kind, rabbitmq: { url: stack.RABBITMQ_URL } };
+  }
 }

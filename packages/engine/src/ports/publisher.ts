@@ -15,8 +15,11 @@ export interface OutboundMessage {
 /** Where the broker durably stored a message. */
 export interface Confirmation {
   partition: number;
-  /** A decimal string: Kafka offsets are 64-bit; a JetStream stream sequence. */
-  offset: string;
+  /**
+   * A decimal string: Kafka offsets are 64-bit; a JetStream stream sequence. Absent on brokers whose queues have
+   * no positions (RabbitMQ): the partition alone is stored.
+   */
+  offset?: string;
   /**
    * The broker had this message id already (JetStream's duplicate window): stored once, and `offset` is where
    * the first send landed. Absent on brokers without broker-side deduplication.

@@ -3,7 +3,8 @@ import type { Queryable } from '../db/connect.ts';
 export interface PublishedPosition {
   event_id: string;
   partition: number;
-  offset: string;
+  /** Null on brokers without positions (RabbitMQ queues). */
+  offset: string | null;
   /** The attempt that published it (the claim's count). */
   attempts: number;
 }

@@ -157,10 +157,11 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
       positions.push({
         event_id: row.event_id,
         partition: outcome.confirmation.partition,
-        offset: outcome.confirmation.offset,
+        offset: outcome.confirmation.offset ?? null,
         attempts: row.attempts,
       });
-      traced(row, { partition: outcome.confirmation.partition, offset: outcome.confirmation.offset });
+      const { partition, offset } = outcome.confirmation;
+      traced(row, { partition, ...(offset === undefined ? {} : { offset }) });
       report.confirmed(row, confirmedAt - row.occurred_at.getTime());
       return;
     }

@@ -5,6 +5,7 @@ import { BrokerError, type PostboxError } from '../../errors.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
+import { sendPerKey } from '../per-key-sends.ts';
 import { KEY_HEADER, toNatsHeaders } from './headers.ts';
 import { partitionStreams, subjectOf } from './streams.ts';
 
@@ -51,15 +52,7 @@ export class NatsPublisher implements Publisher {
       const error = classifyNatsError(cause);
       return messages.map(() => failed(error));
     }
-    const outcomes: PublishOutcome[] = new Array(messages.length);
-    const byKey = new Map<string, number[]>();
-    for (let i = 0; i < messages.length; i++) {
-      const list = byKey.get(messages[i]!.key) ?? [];
-      list.push(i);
-      byKey.set(messages[i]!.key, list);
-    }
-    await Promise.all([...byKey.values()].map((indexes) => this.#sendKey(js, messages, indexes, outcomes, deadline)));
-    return outcomes;
+    return sendPerKey(messages, deadline, (m, timeoutMs) => this.#sendOne(js, m, timeoutMs));
   }
 
   async close(): Promise<void> {
@@ -68,32 +61,6 @@ export class NatsPublisher implements Publisher {
     const client = await this.#client?.catch(() => null);
     // drain() waits for what is in flight, then closes.
     await client?.nc.drain().catch(() => client.nc.close());
-  }
-
-  async #sendKey(
-    js: JetStreamClient,
-    messages: OutboundMessage[],
-    indexes: number[],
-    outcomes: PublishOutcome[],
-    deadline: number,
-  ): Promise<void> {
-    let stop: PostboxError | null = null;
-    for (const i of indexes) {
-      const m = messages[i]!;
-      if (stop) {
-        outcomes[i] = failed(stop);
-        continue;
-      }
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        stop = new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started');
-        outcomes[i] = failed(stop);
-        continue;
-      }
-      outcomes[i] = await this.#sendOne(js, m, left);
-      const outcome = outcomes[i];
-      if (!outcome.ok && outcome.error.kind !== 'permanent') stop = outcome.error;
-    }
   }
 
   async #sendOne(js: JetStreamClient, m: OutboundMessage, timeoutMs: number): Promise<PublishOutcome> {

@@ -1,0 +1,144 @@
+import { constants } from 'node:fs';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { StackError } from './errors.ts';
+import { formatAddress, type HostPort } from './ports.ts';
+import type { StackPaths } from './paths.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isAlive, ownedPid, readPidFile, run, spawnDetached, terminate } from './process.ts';
+import type { LocalService } from './service.ts';
+
+const HOST = '127.0.0.1';
+/** AMQP, Erlang distribution and the node's own epmd: never the machine's 5672, 25672 and 4369. */
+export const RABBITMQ_PORTS = { amqp: 15680, dist: 25680, epmd: 14369 };
+
+export const RABBITMQ_URL = `amqp://guest:guest@${HOST}:${RABBITMQ_PORTS.amqp}`;
+
+/** Debian's server script, run directly: the /usr/sbin wrapper would switch to the system's rabbitmq user and files. */
+const SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server';
+const INSTALL = 'apt-get install -y rabbitmq-server';
+
+/**
+ * The stack's RabbitMQ node (Debian's `rabbitmq-server`), private in every respect: its own node name, ports,
+ * Erlang cookie (its HOME), epmd port, data, logs and config — never the machine's shared 5672 node. Durable
+ * queues are quorum queues (Raft, fsynced before a publisher confirm), so durability is the server's default.
+ */
+export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): LocalService {
+  const { rabbitmq } = paths;
+  const address = { host: HOST, port: ports.amqp };
+  const url = `amqp://guest:guest@${formatAddress(address)}`;
+  const env = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: rabbitmq.home,
+    ERL_EPMD_PORT: String(ports.epmd),
+    RABBITMQ_NODENAME: `postbox-${ports.amqp}@localhost`,
+    RABBITMQ_NODE_IP_ADDRESS: HOST,
+    RABBITMQ_NODE_PORT: String(ports.amqp),
+    RABBITMQ_DIST_PORT: String(ports.dist),
+    RABBITMQ_MNESIA_BASE: rabbitmq.data,
+    RABBITMQ_LOG_BASE: rabbitmq.logs,
+    RABBITMQ_CONFIG_FILE: rabbitmq.config,
+    RABBITMQ_ADVANCED_CONFIG_FILE: path.join(rabbitmq.dir, 'advanced.config'),
+    RABBITMQ_ENABLED_PLUGINS_FILE: rabbitmq.plugins,
+    RABBITMQ_PID_FILE: rabbitmq.pidFile,
+    // Not the system's /etc/rabbitmq/rabbitmq-env.conf.
+    RABBITMQ_CONF_ENV_FILE: path.join(rabbitmq.dir, 'rabbitmq-env.conf'),
+  };
+  return {
+    name: 'rabbitmq',
+    address,
+    otherPorts: [{ host: HOST, port: ports.dist }],
+    envVar: 'RABBITMQ_URL',
+    url,
+    dataDir: rabbitmq.data,
+    logFile: rabbitmq.log,
+    mayRemovePidFile: true,
+    pidFile: rabbitmq.pidFile,
+    // The node's command line names its HOME (`-home <dir>`): that tells ours from any other node.
+    ownedPid: () => ownedPid(rabbitmq.pidFile, rabbitmq.home),
+    checkPrerequisites: requireServer,
+    start: async () => {
+      await requireServer();
+      await Promise.all([rabbitmq.home, rabbitmq.data, rabbitmq.logs].map((d) => fs.mkdir(d, { recursive: true })));
+      await fs.writeFile(rabbitmq.config, config(address));
+      await fs.writeFile(rabbitmq.plugins, '[].\n');
+      const script = spawnDetached(SERVER, [], rabbitmq.log, { env, cwd: rabbitmq.dir });
+      // The node writes its pid file a few seconds into its boot (the script execs into the VM, same pid).
+      for (let i = 0; i < 600 && (await readPidFile(rabbitmq.pidFile)) === undefined && isAlive(script); i++)
+        await sleep(100);
+    },
+    ready: () => rabbitmqAnswers(url),
+    // SIGTERM is a graceful shutdown (queues and the message store flushed); then the node's own epmd goes too.
+    stop: async (pid) => {
+      await terminate(pid, 60_000);
+      await stopEpmd(ports.epmd);
+    },
+    purge: () => fs.rm(rabbitmq.dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Ends the epmd daemon a node of ours started on its own port (the node starts one when none listens there, and
+ * it outlives the node). Nothing else registers on that port.
+ */
+export async function stopEpmd(port: number): Promise<void> {
+  await run('epmd', ['-kill'], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ERL_EPMD_PORT: String(port) },
+  }).catch(() => {});
+}
+
+async function requireServer(): Promise<void> {
+  try {
+    await fs.access(SERVER, constants.X_OK);
+  } catch {
+    throw new StackError('prerequisite_missing', `rabbitmq-server not found (${SERVER}): ${INSTALL}`);
+  }
+}
+
+function config(address: HostPort): string {
+  return [
+    '# Written by `postbox stack up`; rewritten at every start.',
+    `listeners.tcp.default = ${formatAddress(address)}`,
+    // The guest user, from loopback only (the server's default): this node listens on 127.0.0.1 alone.
+    // One message size limit across brokers (NATS' max_payload): publishers refuse larger ones before sending.
+    'max_message_size = 1048576',
+    '',
+  ].join('\n');
+}
+
+/**
+ * Resolves once the server at `url` answers the AMQP 0-9-1 protocol header with connection.start: RabbitMQ opens
+ * its AMQP listener only when it has booted.
+ */
+export function rabbitmqAnswers(url: string, timeoutMs = 2000): Promise<void> {
+  const parsed = new URL(url);
+  const address = { host: parsed.hostname || HOST, port: Number(parsed.port || 5672) };
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(address);
+    let reply = Buffer.alloc(0);
+    const fail = (error: Error) => {
+      socket.destroy();
+      reject(error);
+    };
+    socket.setTimeout(timeoutMs, () =>
+      fail(new Error(`no reply from ${formatAddress(address)} within ${timeoutMs} ms`)),
+    );
+    socket.once('connect', () => socket.write(Buffer.from('AMQP\x00\x00\x09\x01', 'latin1')));
+    socket.on('data', (chunk: Buffer) => {
+      reply = Buffer.concat([reply, chunk]);
+      if (reply.length < 11) return;
+      socket.destroy();
+      // A method frame (type 1) on channel 0 carrying connection.start (class 10, method 10).
+      if (reply[0] === 1 && reply.readUInt16BE(7) === 10 && reply.readUInt16BE(9) === 10) resolve();
+      else
+        reject(
+          new Error(
+            `rabbitmq at ${formatAddress(address)} answered ${JSON.stringify(reply.subarray(0, 16).toString('latin1'))}`,
+          ),
+        );
+    });
+    socket.once('error', fail);
+    socket.once('end', () => fail(new Error(`rabbitmq at ${formatAddress(address)} closed the connection`)));
+  });
+}

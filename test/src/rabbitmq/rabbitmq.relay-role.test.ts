@@ -1,0 +1,111 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AMQPClient } from '@cloudamqp/amqp-client';
+import { enqueueMany, newEventId, type EventInput } from '@postbox/engine';
+import { partitionForKey } from '@postbox/engine/nats';
+import { ensureExchanges, queueName, RabbitPublisher } from '@postbox/engine/rabbitmq';
+import { TEST_CONSUMER_MODULE } from '../support/consumer.ts';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { uniqueTopic } from '../support/kafka.ts';
+import { spawnPostbox, type RoleProcess } from '../support/processes.ts';
+import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { drainQueue } from '../support/rabbitmq.ts';
+import { allPublished } from '../support/relay.ts';
+
+// RabbitMQ's publisher (issue 22) against a private node: `postbox relay` with POSTBOX_BROKER=rabbitmq publishes
+// outbox rows with confirms to the topic's exchange, routed by partition to a group's quorum queues; a message no
+// queue takes fails for good (never "confirmed").
+let stack: PrivateStack;
+let db: TestDatabase;
+let relay: RoleProcess | null = null;
+
+before(async () => {
+  [stack, db] = await Promise.all([startPrivateStack({ rabbitmq: true }), freshDatabase()]);
+});
+
+after(async () => {
+  relay?.kill('SIGKILL');
+  await relay?.exited;
+  await stack?.stop();
+  await db?.drop();
+});
+
+test('postbox relay with POSTBOX_BROKER=rabbitmq: every outbox row in its partition queue once, in order per aggregate', async () => {
+  const topic = uniqueTopic('rabbitrole');
+  const url = stack.rabbitmq!.url;
+  // A consumer group's queues exist before anything is published (RabbitMQ keeps no log).
+  await ensureExchanges({ url }, [{ topic, partitions: 3 }], ['billing']);
+  relay = spawnPostbox(['relay'], {
+    DATABASE_URL: db.url,
+    POSTBOX_BROKER: 'rabbitmq',
+    RABBITMQ_URL: url,
+    KAFKA_BROKERS: '127.0.0.1:1',
+    POSTBOX_TOPICS: `${topic}:3`,
+    POSTBOX_RELAY_THREADS: '1',
+    LOG_LEVEL: 'warn',
+  });
+  const rows: EventInput[] = [];
+  for (let v = 1; v <= 3; v++)
+    for (let a = 0; a < 40; a++)
+      rows.push({ event_type: 'OrderPlaced', aggregate_id: `q-${a}`, aggregate_version: v, data: { a, v } });
+  await db.sql.begin((tx) => enqueueMany(tx, rows, { topic }));
+  const published = await allPublished(db.sql, topic, rows.length).catch((e: unknown) => {
+    throw new Error(`${(e as Error).message}\n${relay!.output().slice(-3000)}`);
+  });
+  for (const row of published) {
+    assert.equal(row.broker_partition, partitionForKey(row.aggregate_id, 3));
+    assert.equal(row.broker_offset, null, 'queues have no positions');
+  }
+  const client = await new AMQPClient(url).connect();
+  const ch = await client.channel();
+  const seen = new Map<string, number[]>();
+  let count = 0;
+  for (let p = 0; p < 3; p++)
+    for (const m of await drainQueue(ch, queueName(topic, 'billing', p))) {
+      count++;
+      const h = m.properties.headers ?? {};
+      const aggregate = String(h.cloudEvents_subject);
+      assert.equal(partitionForKey(aggregate, 3), p, 'in its partition queue');
+      assert.equal(h.cloudEvents_partitionkey, aggregate);
+      assert.equal(m.properties.messageId, h.cloudEvents_id);
+      seen.set(aggregate, [...(seen.get(aggregate) ?? []), Number(h.cloudEvents_aggregateversion)]);
+    }
+  await client.close();
+  assert.equal(count, rows.length, 'each row once');
+  for (const [aggregate, versions] of seen) assert.deepEqual(versions, [1, 2, 3], aggregate);
+  relay.kill('SIGTERM');
+  assert.equal(await relay.exited, 0, 'a graceful stop');
+  relay = null;
+});
+
+test('a message no queue takes fails for good, never confirmed', async () => {
+  const url = stack.rabbitmq!.url;
+  const topic = uniqueTopic('rabbitnone');
+  const partitions = await ensureExchanges({ url }, [{ topic, partitions: 2 }]);
+  const publisher = new RabbitPublisher({ url, partitions });
+  const [outcome] = await publisher.publish([
+    { topic, key: 'k', value: Buffer.from('{}'), headers: { id: newEventId(), type: 'T' } },
+  ]);
+  await publisher.close();
+  assert.ok(outcome && !outcome.ok, 'never confirmed');
+  assert.equal(outcome.error.code, 'rabbitmq_unroutable');
+  assert.equal(outcome.error.kind, 'permanent');
+});
+
+test('what cannot run on RabbitMQ yet refuses POSTBOX_BROKER=rabbitmq by name', async () => {
+  for (const [args, what] of [
+    [['consume', TEST_CONSUMER_MODULE], '`postbox consume`'],
+    [['verify'], '`postbox verify`'],
+  ] as const) {
+    const p = spawnPostbox([...args], {
+      DATABASE_URL: db.url,
+      POSTBOX_BROKER: 'rabbitmq',
+      RABBITMQ_URL: stack.rabbitmq!.url,
+      POSTBOX_TOPICS: 'refused.topic:2',
+      TEST_TOPIC: 'refused.topic',
+      TEST_CONSUMER: 'refused',
+    });
+    assert.equal(await p.exited, 1, p.output());
+    assert.ok(p.output().includes(`POSTBOX_BROKER=rabbitmq: ${what} cannot run on it yet`), p.output());
+  }
+});
