@@ -83,13 +83,20 @@ test('a message no queue takes fails for good, never confirmed', async () => {
   const topic = uniqueTopic('rabbitnone');
   const partitions = await ensureExchanges({ url }, [{ topic, partitions: 2 }]);
   const publisher = new RabbitPublisher({ url, partitions });
-  const [outcome] = await publisher.publish([
-    { topic, key: 'k', value: Buffer.from('{}'), headers: { id: newEventId(), type: 'T' } },
+  const id = newEventId();
+  // The same id twice at once, and a message without an id: each send is matched to its own return.
+  const outcomes = await publisher.publish([
+    { topic, key: 'k', value: Buffer.from('{}'), headers: { id, type: 'T' } },
+    { topic, key: 'j', value: Buffer.from('{}'), headers: { id, type: 'T' } },
+    { topic, key: 'i', value: Buffer.from('{}'), headers: { type: 'T' } },
   ]);
   await publisher.close();
-  assert.ok(outcome && !outcome.ok, 'never confirmed');
-  assert.equal(outcome.error.code, 'rabbitmq_unroutable');
-  assert.equal(outcome.error.kind, 'permanent');
+  assert.equal(outcomes.length, 3);
+  for (const outcome of outcomes) {
+    assert.ok(!outcome.ok, 'never confirmed');
+    assert.equal(outcome.error.code, 'rabbitmq_unroutable');
+    assert.equal(outcome.error.kind, 'permanent');
+  }
 });
 
 test('what cannot run on RabbitMQ yet refuses POSTBOX_BROKER=rabbitmq by name', async () => {

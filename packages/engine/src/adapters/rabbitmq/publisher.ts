@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { AMQPClient, type AMQPBaseClient, type AMQPChannel, type AMQPMessage } from '@cloudamqp/amqp-client';
 import { partitionForKey } from '../../envelope/key-partition.ts';
 import { BrokerError, type PostboxError } from '../../errors.ts';
@@ -34,8 +35,11 @@ export interface RabbitPublisherOptions {
 export class RabbitPublisher implements Publisher {
   readonly #options: RabbitPublisherOptions;
   #client: Promise<{ connection: AMQPBaseClient; channel: AMQPChannel }> | null = null;
-  /** Message ids the broker returned as unroutable, until their confirm arrives. */
+  /** Tokens of sends the broker returned as unroutable, until their confirm arrives. */
   readonly #returned = new Set<string>();
+  /** Each send's token: `<prefix>-<n>`, unique to this publisher. */
+  readonly #tokenPrefix = randomUUID().slice(0, 8);
+  #sends = 0;
   #closed = false;
 
   constructor(options: RabbitPublisherOptions) {
@@ -73,7 +77,7 @@ export class RabbitPublisher implements Publisher {
       return failed(
         new BrokerError('message_too_large', 'permanent', `message of ${m.value.length} bytes is over ${limit} bytes`),
       );
-    const id = m.headers.id ?? '';
+    const token = `${this.#tokenPrefix}-${this.#sends++}`;
     const { headers, contentType } = toAmqpHeaders({ ...m.headers, [KEY_HEADER]: m.key });
     try {
       await withDeadline(
@@ -83,8 +87,9 @@ export class RabbitPublisher implements Publisher {
           m.value,
           {
             deliveryMode: 2,
-            messageId: id,
-            headers,
+            ...(m.headers.id ? { messageId: m.headers.id } : {}),
+            // Matches a return to this send: an event id can be in flight twice (a retry after an unknown outcome).
+            headers: { ...headers, [SEND_HEADER]: token },
             ...(contentType === undefined ? {} : { contentType }),
           },
           true,
@@ -93,10 +98,12 @@ export class RabbitPublisher implements Publisher {
         'unknown',
       );
     } catch (cause) {
-      this.#returned.delete(id);
+      this.#returned.delete(token);
+      // No confirm by the deadline: the connection may be half-open; the next publish opens a fresh one.
+      if (cause instanceof BrokerError && cause.code === 'publish_timeout') this.#reconnect();
       return failed(classifyRabbitError(cause));
     }
-    if (this.#returned.delete(id))
+    if (this.#returned.delete(token))
       return failed(
         new BrokerError(
           'rabbitmq_unroutable',
@@ -107,16 +114,30 @@ export class RabbitPublisher implements Publisher {
     return { ok: true, confirmation: { partition } };
   }
 
+  /** Drops the current connection (closing it): the next publish connects again, with no returns pending. */
+  #reconnect(): void {
+    const old = this.#client;
+    this.#client = null;
+    this.#returned.clear();
+    void old?.then(({ connection }) => connection.close()).catch(() => {});
+  }
+
   #connected(): Promise<AMQPChannel> {
     if (!this.#client) {
       const client = (async () => {
-        const connection = await new AMQPClient(this.#options.url).connect();
-        const channel = await connection.channel();
-        await channel.confirmSelect();
-        channel.onReturn = (message: AMQPMessage) => {
-          if (message.properties.messageId) this.#returned.add(message.properties.messageId);
-        };
-        return { connection, channel };
+        const connection = await new AMQPClient(withHeartbeat(this.#options.url)).connect();
+        try {
+          const channel = await connection.channel();
+          await channel.confirmSelect();
+          channel.onReturn = (message: AMQPMessage) => {
+            const token = message.properties.headers?.[SEND_HEADER];
+            if (typeof token === 'string') this.#returned.add(token);
+          };
+          return { connection, channel };
+        } catch (cause) {
+          await connection.close().catch(() => {});
+          throw cause;
+        }
       })();
       // A failed connect, or a channel the broker closed, is opened again by the next publish.
       client.catch(() => {
@@ -124,14 +145,28 @@ export class RabbitPublisher implements Publisher {
       });
       this.#client = client;
     }
-    return this.#client.then(({ connection, channel }) => {
+    const current = this.#client;
+    return current.then(({ connection, channel }) => {
       if (channel.closed || connection.closed) {
-        this.#client = null;
+        if (this.#client === current) this.#reconnect();
         return this.#connected();
       }
       return channel;
     });
   }
+}
+
+/** The header a send's token travels in (outside the CloudEvents binding: a subscriber never reads it). */
+const SEND_HEADER = 'x-postbox-send';
+
+/**
+ * AMQP heartbeats (10 s) unless the URL sets them: without, a half-open connection (a paused node) is never seen
+ * as closed, and every publish would wait for its deadline on it.
+ */
+function withHeartbeat(url: string): string {
+  const parsed = new URL(url);
+  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', '10');
+  return parsed.toString();
 }
 
 function failed(error: PostboxError): PublishOutcome {
