@@ -1,8 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { enqueueMany, type EventInput } from '@postbox/engine';
 import { appliedSequences, createHandlerTables, TEST_CONSUMER_MODULE } from '../support/consumer.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { writeEvents } from '../support/events.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { stack } from '../support/stack.ts';
@@ -75,11 +75,7 @@ for (const broker of BROKERS) {
         processes.push(p);
         return p;
       };
-      const rows: EventInput[] = [];
-      for (let v = 1; v <= VERSIONS; v++)
-        for (let a = 0; a < AGGREGATES; a++)
-          rows.push({ event_type: 'TestEvent', aggregate_id: `c-${a}`, aggregate_version: v, data: { v } });
-      await db.sql.begin((tx) => enqueueMany(tx, rows, { topic }));
+      const written = await writeEvents(db.sql, topic, AGGREGATES, VERSIONS, 500, 'c');
       spawn(['relay']);
       const first = spawn(['consume', TEST_CONSUMER_MODULE]);
       const applied = async () =>
@@ -87,9 +83,9 @@ for (const broker of BROKERS) {
       await waitFor('a part applied', async () => (await applied()) >= 60, 90_000, 50);
       first.kill('SIGKILL');
       assert.equal(await first.exited, null, 'killed, not stopped');
-      assert.ok((await applied()) < rows.length, 'killed mid-way');
+      assert.ok((await applied()) < written, 'killed mid-way');
       const second = spawn(['consume', TEST_CONSUMER_MODULE]);
-      await waitFor('everything applied', async () => (await applied()) >= rows.length, 120_000);
+      await waitFor('everything applied', async () => (await applied()) >= written, 120_000);
       second.kill('SIGTERM');
       assert.equal(await second.exited, 0, second.output().slice(-2000));
       const sequences = await appliedSequences(db.sql, 'crash');

@@ -1,11 +1,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AMQPClient } from '@cloudamqp/amqp-client';
-import { enqueueMany, newEventId, type EventInput } from '@postbox/engine';
+import { newEventId } from '@postbox/engine';
 import { partitionForKey } from '@postbox/engine/nats';
 import { ensureExchanges, queueName, RabbitPublisher } from '@postbox/engine/rabbitmq';
 import { TEST_CONSUMER_MODULE } from '../support/consumer.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { writeEvents } from '../support/events.ts';
 import { uniqueTopic } from '../support/kafka.ts';
 import { spawnPostbox, type RoleProcess } from '../support/processes.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
@@ -44,12 +45,8 @@ test('postbox relay with POSTBOX_BROKER=rabbitmq: every outbox row in its partit
     POSTBOX_RELAY_THREADS: '1',
     LOG_LEVEL: 'warn',
   });
-  const rows: EventInput[] = [];
-  for (let v = 1; v <= 3; v++)
-    for (let a = 0; a < 40; a++)
-      rows.push({ event_type: 'OrderPlaced', aggregate_id: `q-${a}`, aggregate_version: v, data: { a, v } });
-  await db.sql.begin((tx) => enqueueMany(tx, rows, { topic }));
-  const published = await allPublished(db.sql, topic, rows.length).catch((e: unknown) => {
+  const written = await writeEvents(db.sql, topic, 40, 3, 500, 'q');
+  const published = await allPublished(db.sql, topic, written).catch((e: unknown) => {
     throw new Error(`${(e as Error).message}\n${relay!.output().slice(-3000)}`);
   });
   for (const row of published) {
@@ -71,7 +68,7 @@ test('postbox relay with POSTBOX_BROKER=rabbitmq: every outbox row in its partit
       seen.set(aggregate, [...(seen.get(aggregate) ?? []), Number(h.cloudEvents_aggregateversion)]);
     }
   await client.close();
-  assert.equal(count, rows.length, 'each row once');
+  assert.equal(count, written, 'each row once');
   for (const [aggregate, versions] of seen) assert.deepEqual(versions, [1, 2, 3], aggregate);
   relay.kill('SIGTERM');
   assert.equal(await relay.exited, 0, 'a graceful stop');

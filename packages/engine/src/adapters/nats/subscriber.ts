@@ -44,8 +44,9 @@ export class NatsSubscriber implements Subscriber {
   readonly #options: NatsSubscriberOptions;
   readonly #settings: DurableSettings;
   readonly #readers = new Map<string, PartitionReader>();
+  /** Set as soon as connected, so close() closes it even when what follows in start() fails. */
   #nc: NatsConnection | null = null;
-  #client: { nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager } | null = null;
+  #client: { js: JetStreamClient; jsm: JetStreamManager } | null = null;
   #sink: SubscriberSink | null = null;
   #paused = new Set<string>();
   /** What the assignment says this member holds (a partition whose take-over failed is held and not read yet). */
@@ -69,8 +70,8 @@ export class NatsSubscriber implements Subscriber {
     this.#sink = sink;
     try {
       const nc = await connectNats({ ...this.#options, name: this.#options.name ?? 'postbox-consumer' });
-      this.#nc = nc; // closed by close() even when what follows fails
-      this.#client = { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
+      this.#nc = nc;
+      this.#client = { js: jetstream(nc), jsm: await jetstreamManager(nc) };
       const partitions = await this.#partitions(this.#client.jsm);
       await this.#options.assignment.join(partitions, (held) => this.#assign(held));
     } catch (cause) {
@@ -132,7 +133,8 @@ export class NatsSubscriber implements Subscriber {
   }
 
   async #read(p: TopicPartition): Promise<void> {
-    const { nc, js, jsm } = this.#client!;
+    const { js, jsm } = this.#client!;
+    const nc = this.#nc!;
     const stream = streamName(p.topic, p.partition);
     try {
       const durable = await takeOverDurable(jsm, stream, this.#options.groupId, this.#settings);
