@@ -3,3 +3,6 @@ export { RabbitPublisher, type RabbitPublisherOptions } from './adapters/rabbitm
 export { ensureExchanges, ensureGroupQueues, queueName, type RabbitTopicSpec } from './adapters/rabbitmq/topology.ts';
 export { fromAmqpHeaders, toAmqpHeaders } from './adapters/rabbitmq/headers.ts';
 export { KEY_HEADER as RABBIT_KEY_HEADER } from './adapters/rabbitmq/headers.ts';
+export { RabbitSubscriber, type RabbitSubscriberOptions } from './adapters/rabbitmq/subscriber.ts';
+export { RabbitOffsets, type RabbitOffsetsOptions } from './adapters/rabbitmq/offsets.ts';
+export { RabbitTopicReader } from './adapters/rabbitmq/topic-reader.ts';

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { ConfigError, type ConsumerDefinition, type Sql } from '@postbox/engine';
+import type { ConsumerDefinition, Sql } from '@postbox/engine';
 import {
   ensureTopics,
   KafkaOffsets,
@@ -19,7 +19,13 @@ import {
   NatsTopicReader,
   type NatsConnectionOptions,
 } from '@postbox/engine/nats';
-import { ensureExchanges, RabbitPublisher } from '@postbox/engine/rabbitmq';
+import {
+  ensureExchanges,
+  RabbitOffsets,
+  RabbitPublisher,
+  RabbitSubscriber,
+  RabbitTopicReader,
+} from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
 import type { BrokerOffsets, TopicReader } from '@postbox/engine/verify';
 
@@ -29,11 +35,9 @@ export type BrokerConnection =
   | { kind: 'nats'; nats: NatsConnectionOptions }
   | { kind: 'rabbitmq'; rabbitmq: { url: string } };
 
-/** What does not run on RabbitMQ yet (issue 22: its subscriber is the next step), refused by name. */
-function notOnRabbitmq(what: string): never {
-  throw new ConfigError(
-    `POSTBOX_BROKER=rabbitmq: ${what} cannot run on it yet — only \`postbox relay\` publishes to RabbitMQ so far; use kafka or nats`,
-  );
+/** Partitions per topic as POSTBOX_TOPICS gives them (12 when unsaid, as every broker's topic setup makes them). */
+export function partitionCounts(topics: TopicSpec[]): Map<string, number> {
+  return new Map(topics.map((t) => [t.topic, t.partitions ?? 12]));
 }
 
 /**
@@ -73,15 +77,18 @@ export interface SubscriberSettings {
   sessionTimeoutMs?: number;
   /** Kafka only. */
   heartbeatIntervalMs?: number;
-  /** NATS: where the partition leases live (migration 0015); required there. */
+  /** NATS and RabbitMQ: where the partition leases live (migration 0015); required there. */
   sql?: Sql;
+  /** RabbitMQ: partitions per topic (POSTBOX_TOPICS'), for the group's queues; required there. */
+  partitions?: ReadonlyMap<string, number>;
   onKafkaCrash: (crash: SubscriberCrash) => void;
   onError: (error: Error, where: string) => void;
 }
 
 /**
- * The consumer group member for the broker: a Kafka consumer group, or durable JetStream pull consumers whose
- * partitions are shared by leases in PostgreSQL (JetStream 2.9 has no exclusive consumer of its own).
+ * The consumer group member for the broker: a Kafka consumer group; durable JetStream pull consumers, or RabbitMQ
+ * quorum queues (one per partition), whose partitions are shared by leases in PostgreSQL (JetStream 2.9 has no
+ * exclusive consumer of its own; RabbitMQ's single-active-consumer is per queue).
  */
 export function createSubscriber(
   broker: BrokerConnection,
@@ -100,8 +107,8 @@ export function createSubscriber(
       onCrash: settings.onKafkaCrash,
     });
   }
-  if (broker.kind === 'rabbitmq') notOnRabbitmq('`postbox consume`');
-  if (!settings.sql) throw new Error('a NATS consumer needs a PostgreSQL connection for its partition leases');
+  if (!settings.sql)
+    throw new Error(`a ${broker.kind} consumer needs a PostgreSQL connection for its partition leases`);
   const assignment = new PartitionLeases({
     sql: settings.sql,
     groupId: definition.groupId,
@@ -109,6 +116,17 @@ export function createSubscriber(
     ...(settings.sessionTimeoutMs === undefined ? {} : { leaseMs: settings.sessionTimeoutMs }),
     onError: (error) => settings.onError(error, 'partition leases'),
   });
+  const onError = (error: Error, p: { topic: string; partition: number }) =>
+    settings.onError(error, `${p.topic}:${p.partition}`);
+  if (broker.kind === 'rabbitmq')
+    return new RabbitSubscriber({
+      url: broker.rabbitmq.url,
+      groupId: definition.groupId,
+      topics: definition.topics,
+      partitions: settings.partitions ?? new Map(),
+      assignment,
+      onError,
+    });
   return new NatsSubscriber({
     ...broker.nats,
     name: `${broker.nats.name ?? 'postbox'}-consumer`,
@@ -116,23 +134,26 @@ export function createSubscriber(
     topics: definition.topics,
     fromBeginning: definition.fromBeginning,
     assignment,
-    onError: (error, p) => settings.onError(error, `${p.topic}:${p.partition}`),
+    onError,
   });
 }
 
-/** The control plane's and the verifier's read-only view of positions on the broker. */
-export function createBrokerOffsets(broker: BrokerConnection): BrokerOffsets {
+/**
+ * The control plane's and the verifier's read-only view of positions on the broker; `topics` gives RabbitMQ the
+ * partition counts of its queues.
+ */
+export function createBrokerOffsets(broker: BrokerConnection, topics: TopicSpec[] = []): BrokerOffsets {
   switch (broker.kind) {
     case 'kafka':
       return new KafkaOffsets(broker.kafka);
     case 'nats':
       return new NatsOffsets(broker.nats);
     case 'rabbitmq':
-      return notOnRabbitmq('the control plane (lag from the broker)');
+      return new RabbitOffsets({ url: broker.rabbitmq.url, partitions: partitionCounts(topics) });
   }
 }
 
-/** Reads whole topics start to end, outside any group (the verifier). */
+/** Reads whole topics start to end, outside any group (the verifier); RabbitMQ keeps no log to read. */
 export function createTopicReader(broker: BrokerConnection, timeoutMs: number): TopicReader {
   switch (broker.kind) {
     case 'kafka':
@@ -140,6 +161,6 @@ export function createTopicReader(broker: BrokerConnection, timeoutMs: number): 
     case 'nats':
       return new NatsTopicReader({ ...broker.nats, timeoutMs });
     case 'rabbitmq':
-      return notOnRabbitmq('`postbox verify`');
+      return new RabbitTopicReader();
   }
 }

@@ -5,6 +5,7 @@ export {
   createSubscriber,
   createTopicReader,
   ensureBrokerTopics,
+  partitionCounts,
   type BrokerConnection,
   type SubscriberSettings,
 } from './broker.ts';

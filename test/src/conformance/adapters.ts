@@ -9,6 +9,7 @@ import {
   queueName,
   RABBIT_KEY_HEADER,
   RabbitPublisher,
+  RabbitSubscriber,
 } from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
 import type { TopicReader } from '@postbox/engine/verify';
@@ -39,8 +40,11 @@ export interface AdapterUnderTest {
   /** Starts what the adapter needs (idempotent). */
   setup(): Promise<void>;
   teardown(): Promise<void>;
-  /** Makes a topic with `partitions` partitions. */
-  createTopic(topic: string, partitions: number): Promise<void>;
+  /**
+   * Makes a topic with `partitions` partitions, read by `groups` (RabbitMQ keeps no log: a group's queues must be
+   * there before anything is published for it).
+   */
+  createTopic(topic: string, partitions: number, groups?: string[]): Promise<void>;
   publisher(options?: { unreachable?: boolean }): Publisher;
   /** A member of `group` reading `topics`; `member` names it within the group. */
   subscriber(group: string, topics: string[], member: string): Subscriber;
@@ -132,44 +136,51 @@ export function natsAdapter(): AdapterUnderTest {
   };
 }
 
-/** The group whose queues a RabbitMQ topic gets here: queues are what stores messages there. */
+/** The group whose queues a RabbitMQ topic always gets here: the reader drains them. */
 const CONFORMANCE_GROUP = 'conformance';
 
 /**
- * RabbitMQ on a private node. A topic is its exchange plus one group's quorum queues (RabbitMQ keeps no log: a
- * message no queue takes is refused); the reader drains that group's queues, in queue order, each record's offset
- * its place in its queue (queues have no positions).
+ * RabbitMQ on a private node; partitions shared by leases in a fresh database. A topic is its exchange plus the
+ * quorum queues of its groups (RabbitMQ keeps no log: a message no queue takes is refused); the reader drains
+ * the conformance group's queues, in queue order, each record's offset its place in its queue.
  */
 export function rabbitmqAdapter(): AdapterUnderTest {
   let node: PrivateStack | null = null;
+  let db: TestDatabase | null = null;
+  let sql: Sql | null = null;
   const url = () => node!.rabbitmq!.url;
   const partitions = new Map<string, number>();
   return {
     name: 'rabbitmq',
-    features: {
-      brokerDedup: false,
-      assignment: 'lease',
-      positions: 'none',
-      subscriber: 'not yet: the RabbitMQ subscriber is the next step of issue 22',
-    },
+    features: { brokerDedup: false, assignment: 'lease', positions: 'none', subscriber: true },
     setup: async () => {
       if (node) return;
-      node = await startPrivateStack({ rabbitmq: true });
+      [node, db] = await Promise.all([startPrivateStack({ rabbitmq: true }), freshDatabase()]);
+      sql = connect({ url: db.url, max: 4, applicationName: 'postbox-conformance' });
     },
     teardown: async () => {
       await closeAll();
+      await sql?.end({ timeout: 5 });
       await node?.stop();
-      node = null;
+      await db?.drop();
+      [node, db, sql] = [null, null, null];
     },
-    createTopic: async (topic, count) => {
-      await ensureExchanges({ url: url() }, [{ topic, partitions: count }], [CONFORMANCE_GROUP]);
+    createTopic: async (topic, count, groups = []) => {
+      await ensureExchanges({ url: url() }, [{ topic, partitions: count }], [CONFORMANCE_GROUP, ...groups]);
       partitions.set(topic, count);
     },
     publisher: (options = {}) =>
       tracked(new RabbitPublisher({ url: options.unreachable ? 'amqp://guest:guest@127.0.0.1:1' : url(), partitions })),
-    subscriber: () => {
-      throw new Error('no RabbitMQ subscriber yet');
-    },
+    subscriber: (group, topics, member) =>
+      tracked(
+        new RabbitSubscriber({
+          url: url(),
+          groupId: group,
+          topics,
+          partitions,
+          assignment: new PartitionLeases({ sql: sql!, groupId: group, owner: member, leaseMs: 3000 }),
+        }),
+      ),
     reader: () => ({
       read: async (topics, onRecord) => {
         const client = await new AMQPClient(url()).connect();

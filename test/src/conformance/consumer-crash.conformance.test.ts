@@ -21,6 +21,7 @@ interface Broker {
 }
 
 let nats: PrivateStack | null = null;
+let rabbitmq: PrivateStack | null = null;
 const BROKERS: Broker[] = [
   {
     name: 'kafka',
@@ -35,6 +36,16 @@ const BROKERS: Broker[] = [
     },
     teardown: async () => {
       await nats?.stop();
+    },
+  },
+  {
+    name: 'rabbitmq',
+    setup: async () => {
+      rabbitmq = await startPrivateStack({ rabbitmq: true });
+      return { POSTBOX_BROKER: 'rabbitmq', RABBITMQ_URL: rabbitmq.rabbitmq!.url, KAFKA_BROKERS: '127.0.0.1:1' };
+    },
+    teardown: async () => {
+      await rabbitmq?.stop();
     },
   },
 ];
@@ -76,8 +87,10 @@ for (const broker of BROKERS) {
         return p;
       };
       const written = await writeEvents(db.sql, topic, AGGREGATES, VERSIONS, 500, 'c');
-      spawn(['relay']);
+      // The group first, then the relay: on RabbitMQ a group's queues must be there before anything is published.
       const first = spawn(['consume', TEST_CONSUMER_MODULE]);
+      await waitFor('the consumer up', async () => first.output().includes('postbox consume:'), 90_000, 50);
+      spawn(['relay']);
       const applied = async () =>
         (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied WHERE consumer = 'crash'`)[0]!.n;
       await waitFor('a part applied', async () => (await applied()) >= 60, 90_000, 50);

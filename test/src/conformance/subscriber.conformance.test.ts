@@ -38,9 +38,9 @@ for (const make of ADAPTERS) {
 
     test('watermark commit kept over a graceful stop: records 1, 2 committed, 3 not (4, 5 done or not): the next member reads 3, 4, 5 again', async () => {
       const topic = uniqueName('conf-wm');
-      await adapter.createTopic(topic, 1);
-      await publish(messages(topic, 5));
       const group = uniqueName('g-wm');
+      await adapter.createTopic(topic, 1, [group]);
+      await publish(messages(topic, 5));
       const first = new RecordingSink();
       const a = adapter.subscriber(group, [topic], 'a');
       await a.start(first);
@@ -62,11 +62,12 @@ for (const make of ADAPTERS) {
 
     test('backpressure: a sink at its cap pauses; nothing is offered while paused; on resume the rest comes, each once', async () => {
       const topic = uniqueName('conf-bp');
-      await adapter.createTopic(topic, 3);
+      const group = uniqueName('g-bp');
+      await adapter.createTopic(topic, 3, [group]);
       await publish(messages(topic, 300, 30));
       const sink = new RecordingSink();
       sink.cap = 60;
-      const s = adapter.subscriber(uniqueName('g-bp'), [topic], 'a');
+      const s = adapter.subscriber(group, [topic], 'a');
       const all: TopicPartition[] = [0, 1, 2].map((partition) => ({ topic, partition }));
       sink.onFull = () => s.pause(all);
       await s.start(sink);
@@ -83,8 +84,8 @@ for (const make of ADAPTERS) {
 
     test('two members share the partitions; one leaves, the other takes them over and reads what comes', async () => {
       const topic = uniqueName('conf-grp');
-      await adapter.createTopic(topic, 4);
       const group = uniqueName('g-grp');
+      await adapter.createTopic(topic, 4, [group]);
       const [sa, sb] = [new RecordingSink(), new RecordingSink()];
       const a = adapter.subscriber(group, [topic], 'a');
       await a.start(sa);
@@ -115,10 +116,11 @@ for (const make of ADAPTERS) {
 
     test('lag: what the group has not committed, per partition, with the committed and high positions', async () => {
       const topic = uniqueName('conf-lag');
-      await adapter.createTopic(topic, 1);
+      const group = uniqueName('g-lag');
+      await adapter.createTopic(topic, 1, [group]);
       await publish(messages(topic, 10));
       const sink = new RecordingSink();
-      const s = adapter.subscriber(uniqueName('g-lag'), [topic], 'a');
+      const s = adapter.subscriber(group, [topic], 'a');
       await s.start(sink);
       await waitFor('ten records', async () => sink.records.length === 10, 60_000);
       const got = sink.records.sort(byPosition);

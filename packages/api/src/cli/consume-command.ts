@@ -2,8 +2,9 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import type { TopicSpec } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
-import { awaitTopics, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
+import { awaitTopics, partitionCounts, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
 import { stackEnv } from '@postbox/stack';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
@@ -87,11 +88,20 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   });
 }
 
-/** The consumer runtime's options from the resolved configuration. */
-export function consumerRuntime(config: PostboxConfig, log: Logger, inline = false): ConsumerRuntimeOptions {
+/**
+ * The consumer runtime's options from the resolved configuration; `topics` adds topics outside POSTBOX_TOPICS
+ * (the demo saga's), whose partition counts RabbitMQ's queues need.
+ */
+export function consumerRuntime(
+  config: PostboxConfig,
+  log: Logger,
+  inline = false,
+  topics: TopicSpec[] = [],
+): ConsumerRuntimeOptions {
   return {
     databaseUrl: config.databaseUrl,
     broker: config.broker,
+    partitions: partitionCounts([...config.topics, ...topics]),
     redisUrl: config.redisUrl,
     retryReconcileMs: config.retryReconcileMs,
     inline,
@@ -101,9 +111,9 @@ export function consumerRuntime(config: PostboxConfig, log: Logger, inline = fal
   };
 }
 
-/** How long a silent member keeps its partitions: Kafka's session timeout, or NATS' partition lease. */
+/** How long a silent member keeps its partitions: Kafka's session timeout, or the partition lease (NATS, RabbitMQ). */
 function sessionTimeout(config: PostboxConfig): { sessionTimeoutMs?: number } {
-  const ms = config.broker.kind === 'nats' ? config.partitionLeaseMs : config.kafkaSessionTimeoutMs;
+  const ms = config.broker.kind === 'kafka' ? config.kafkaSessionTimeoutMs : config.partitionLeaseMs;
   return ms === undefined ? {} : { sessionTimeoutMs: ms };
 }
 

@@ -1,3 +1,4 @@
+import type { TopicSpec } from '@postbox/engine/kafka';
 import { parseArgs } from 'node:util';
 import { ConfigError, createLogger, type Logger } from '@postbox/engine';
 import { stackEnv } from '@postbox/stack';
@@ -43,11 +44,17 @@ export async function relayCommand(argv: string[]): Promise<number> {
 }
 
 /** The relay of the configured topics; a stop signal while the broker is not ready ends the start. */
-export async function startRelayOrAbort(config: PostboxConfig, log: Logger, signal: AbortSignal) {
+/** `topics` adds topics outside POSTBOX_TOPICS (the demo saga's): RabbitMQ's publisher routes only known ones. */
+export async function startRelayOrAbort(
+  config: PostboxConfig,
+  log: Logger,
+  signal: AbortSignal,
+  topics: TopicSpec[] = [],
+) {
   const relay = await startRelay({
     databaseUrl: config.databaseUrl,
     broker: config.broker,
-    topics: config.topics,
+    topics: [...config.topics, ...topics],
     relay: config.relay,
     threads: config.relayThreads,
     log,

@@ -75,15 +75,15 @@ export async function startCommand(argv: string[]): Promise<number> {
     await roles.start('topics', topics, async () => {});
     const consumer = await roles.start(
       'consumer',
-      () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log)),
+      () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log, false, sagaTopics)),
       (c: Consumer) => c.stop(),
     );
     const fulfilment: FulfilmentDemo | null = sagas
-      ? await startFulfilmentRoles(roles, sql, config.demoSaga, consumerRuntime(config, log), log)
+      ? await startFulfilmentRoles(roles, sql, config.demoSaga, consumerRuntime(config, log, false, sagaTopics), log)
       : null;
     const relay = await roles.start(
       'relay',
-      () => startRelayOrAbort(config, log, signal),
+      () => startRelayOrAbort(config, log, signal, sagaTopics),
       (r) => r.stop(),
     );
     const waker = createWaker(sql);

@@ -30,7 +30,7 @@ export interface ApiResourceOptions {
  */
 export function createApiResources(config: PostboxConfig, options: ApiResourceOptions = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
-  const offsets = createBrokerOffsets(config.broker);
+  const offsets = createBrokerOffsets(config.broker, config.topics);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
   const schedulers = new Map<string, RetryScheduler>();
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });

@@ -12,6 +12,8 @@ export interface ConsumerRuntimeOptions {
   redisUrl?: string;
   /** A member silent this long is dropped and its partitions move. @defaultValue kafkajs's 30000; NATS 15000 */
   sessionTimeoutMs?: number;
+  /** Partitions per topic (POSTBOX_TOPICS'): RabbitMQ declares the group's queues with them (required there). */
+  partitions?: ReadonlyMap<string, number>;
   /** Kafka only. @defaultValue kafkajs's 3000 */
   heartbeatIntervalMs?: number;
   /** How often the retry ledger is checked against the scheduler's jobs. @defaultValue 60000 */
@@ -33,9 +35,9 @@ export async function startConsumer(
 ): Promise<Consumer> {
   const log = options.log ?? silentLogger;
   await announce(options.databaseUrl, definition);
-  // Partition leases (NATS) get a connection of their own: a balance must not wait behind a busy pool.
+  // Partition leases (NATS, RabbitMQ) get a connection of their own: a balance must not wait behind a busy pool.
   const leaseSql =
-    options.broker.kind === 'nats'
+    options.broker.kind !== 'kafka'
       ? connect({
           url: options.databaseUrl,
           max: 1,
@@ -46,6 +48,7 @@ export async function startConsumer(
       : null;
   const subscriber = createSubscriber(options.broker, definition, {
     ...(leaseSql ? { sql: leaseSql } : {}),
+    ...(options.partitions ? { partitions: options.partitions } : {}),
     ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: options.sessionTimeoutMs }),
     ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs: options.heartbeatIntervalMs }),
     onKafkaCrash: ({ error, restart, replaced, retryInMs }) => {

@@ -6,6 +6,7 @@ import type { PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '.
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { classifyNatsError } from './classify.ts';
 import { takeOverDurable, type DurableSettings } from './consumers.ts';
+import { LeasedReaders } from '../leased-readers.ts';
 import { PartitionReader, type ReaderEnd } from './partition-reader.ts';
 import { partitionPositions } from './positions.ts';
 import { partitionStreams, streamName } from './streams.ts';
@@ -28,7 +29,6 @@ export interface NatsSubscriberOptions extends NatsConnectionOptions {
 const ACK = new TextEncoder().encode('+ACK');
 const WORKING = new TextEncoder().encode('+WPI');
 const ACK_TIMEOUT_MS = 5000;
-const key = (p: TopicPartition) => `${p.topic}:${p.partition}`;
 
 /**
  * Subscriber over NATS JetStream (docs/brokers.md). Each partition of a topic is a stream (`PB_<topic>_<p>`); a
@@ -43,17 +43,12 @@ const key = (p: TopicPartition) => `${p.topic}:${p.partition}`;
 export class NatsSubscriber implements Subscriber {
   readonly #options: NatsSubscriberOptions;
   readonly #settings: DurableSettings;
-  readonly #readers = new Map<string, PartitionReader>();
+  readonly #readers: LeasedReaders<PartitionReader>;
   /** Set as soon as connected, so close() closes it even when what follows in start() fails. */
   #nc: NatsConnection | null = null;
   #client: { js: JetStreamClient; jsm: JetStreamManager } | null = null;
   #sink: SubscriberSink | null = null;
-  #paused = new Set<string>();
-  /** What the assignment says this member holds (a partition whose take-over failed is held and not read yet). */
-  #held = new Map<string, TopicPartition>();
   #extendTimer: NodeJS.Timeout | null = null;
-  #reading: Promise<void> = Promise.resolve();
-  #readingQueued = false;
   #closed: Promise<void> | null = null;
 
   constructor(options: NatsSubscriberOptions) {
@@ -63,6 +58,12 @@ export class NatsSubscriber implements Subscriber {
       maxAckPending: options.prefetch ?? 1000,
       ackWaitMs: options.ackWaitMs ?? 30_000,
     };
+    this.#readers = new LeasedReaders({
+      open: (p, paused) => this.#read(p, paused),
+      onAssignment: (held) => this.#sink?.onAssignment(held),
+      // Tried again every third of the ack wait; until then the partition is held and not read (its lag shows).
+      onError: (cause, p) => this.#report(classifyNatsError(cause), p),
+    });
   }
 
   async start(sink: SubscriberSink): Promise<void> {
@@ -73,14 +74,16 @@ export class NatsSubscriber implements Subscriber {
       this.#nc = nc;
       this.#client = { js: jetstream(nc), jsm: await jetstreamManager(nc) };
       const partitions = await this.#partitions(this.#client.jsm);
-      await this.#options.assignment.join(partitions, (held) => this.#assign(held));
+      await this.#options.assignment.join(partitions, (held) =>
+        this.#closed ? Promise.resolve() : this.#readers.assign(held),
+      );
     } catch (cause) {
       throw cause instanceof BrokerError ? cause : classifyNatsError(cause);
     }
     this.#extendTimer = setInterval(() => {
-      for (const reader of this.#readers.values()) reader.extend();
+      for (const reader of this.#readers.all()) reader.extend();
       // A held partition whose take-over failed (the server briefly away) is tried again.
-      if ([...this.#held.keys()].some((k) => !this.#readers.has(k))) this.#readMissing();
+      this.#readers.readMissing();
     }, this.#settings.ackWaitMs / 3);
   }
 
@@ -100,77 +103,38 @@ export class NatsSubscriber implements Subscriber {
     return out;
   }
 
-  /**
-   * A new assignment. Readers of lost partitions stop at once (the returned promise resolves when they have, and
-   * only then does the assignment give the leases back); the sink learns the new set; gained partitions are taken
-   * over and read in the background.
-   */
-  #assign(held: TopicPartition[]): Promise<void> {
-    if (this.#closed || !this.#client) return Promise.resolve();
-    this.#held = new Map(held.map((p) => [key(p), p]));
-    const lost = [...this.#readers.entries()].filter(([k]) => !this.#held.has(k));
-    for (const [k] of lost) this.#readers.delete(k);
-    for (const k of this.#paused) if (!this.#held.has(k)) this.#paused.delete(k);
-    const stopped = Promise.all(lost.map(([, reader]) => reader.stop()));
-    this.#sink!.onAssignment(held);
-    this.#readMissing();
-    return stopped.then(() => undefined);
-  }
-
-  /** Takes over every held partition that has no reader, one after the other; never two such runs at once. */
-  #readMissing(): void {
-    if (this.#readingQueued) return;
-    this.#readingQueued = true;
-    this.#reading = this.#reading
-      .then(async () => {
-        this.#readingQueued = false;
-        for (const [k, p] of this.#held) {
-          if (this.#closed) return;
-          if (!this.#readers.has(k)) await this.#read(p);
-        }
-      })
-      .catch((cause: unknown) => this.#options.onError?.(cause as Error, { topic: '', partition: -1 }));
-  }
-
-  async #read(p: TopicPartition): Promise<void> {
+  /** Takes a held partition over with a fresh durable from the ack floor, and reads it. */
+  async #read(p: TopicPartition, paused: boolean): Promise<PartitionReader> {
     const { js, jsm } = this.#client!;
     const nc = this.#nc!;
     const stream = streamName(p.topic, p.partition);
-    try {
-      const durable = await takeOverDurable(jsm, stream, this.#options.groupId, this.#settings);
-      // Lost meanwhile (a new assignment came while taking over): the next holder takes over again.
-      if (!this.#held.has(key(p)) || this.#closed) return;
-      const reader = new PartitionReader(await js.consumers.get(stream, durable.name), {
-        topic: p.topic,
-        partition: p.partition,
-        startSeq: durable.startSeq,
-        paused: this.#paused.has(key(p)),
-        maxAckPending: this.#settings.maxAckPending,
-        offer: (records) => this.#sink!.onRecords(records),
-        ack: async (reply) => {
-          await nc.request(reply, ACK, { timeout: ACK_TIMEOUT_MS });
-        },
-        progress: (reply) => nc.publish(reply, WORKING),
-        heldInStream: (from, to) => heldInStream(jsm, stream, from, to),
-        onError: (error) => this.#report(classifyNatsError(error), p),
-      });
-      this.#readers.set(key(p), reader);
-      void reader.done.then((end) => this.#ended(p, reader, end));
-    } catch (cause) {
-      // Tried again every third of the ack wait; until then the partition is held and not read (its lag shows).
-      this.#report(classifyNatsError(cause), p);
-    }
+    const durable = await takeOverDurable(jsm, stream, this.#options.groupId, this.#settings);
+    const reader = new PartitionReader(await js.consumers.get(stream, durable.name), {
+      topic: p.topic,
+      partition: p.partition,
+      startSeq: durable.startSeq,
+      paused,
+      maxAckPending: this.#settings.maxAckPending,
+      offer: (records) => this.#sink!.onRecords(records),
+      ack: async (reply) => {
+        await nc.request(reply, ACK, { timeout: ACK_TIMEOUT_MS });
+      },
+      progress: (reply) => nc.publish(reply, WORKING),
+      heldInStream: (from, to) => heldInStream(jsm, stream, from, to),
+      onError: (error) => this.#report(classifyNatsError(error), p),
+    });
+    void reader.done.then((end) => this.#ended(p, reader, end));
+    return reader;
   }
 
   /** A reader that ended at a delivery gap is replaced: its partition is read again from the ack floor. */
   #ended(p: TopicPartition, reader: PartitionReader, end: ReaderEnd): void {
-    if (end !== 'gap' || this.#readers.get(key(p)) !== reader) return;
-    this.#readers.delete(key(p));
+    if (end !== 'gap' || this.#readers.get(p) !== reader) return;
     this.#report(
       new BrokerError('nats_delivery_gap', 'transient', `a delivery skipped a message the stream holds: read again`),
       p,
     );
-    this.#readMissing();
+    this.#readers.ended(p, reader);
   }
 
   #report(error: Error, p: TopicPartition): void {
@@ -180,7 +144,7 @@ export class NatsSubscriber implements Subscriber {
   async commit(offsets: Array<TopicPartition & { offset: string }>): Promise<void> {
     try {
       await Promise.all(
-        offsets.map((o) => this.#readers.get(key(o))?.commit(Number(BigInt(o.offset) - 1n)) ?? Promise.resolve()),
+        offsets.map((o) => this.#readers.get(o)?.commit(Number(BigInt(o.offset) - 1n)) ?? Promise.resolve()),
       );
     } catch (cause) {
       throw cause instanceof BrokerError ? cause : classifyNatsError(cause);
@@ -188,17 +152,11 @@ export class NatsSubscriber implements Subscriber {
   }
 
   pause(partitions: TopicPartition[]): void {
-    for (const p of partitions) {
-      this.#paused.add(key(p));
-      this.#readers.get(key(p))?.pause();
-    }
+    this.#readers.pause(partitions);
   }
 
   resume(partitions: TopicPartition[]): void {
-    for (const p of partitions) {
-      this.#paused.delete(key(p));
-      this.#readers.get(key(p))?.resume();
-    }
+    this.#readers.resume(partitions);
   }
 
   /**
@@ -214,9 +172,7 @@ export class NatsSubscriber implements Subscriber {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       if (this.#extendTimer) clearInterval(this.#extendTimer);
-      await Promise.all([...this.#readers.values()].map((r) => r.stop()));
-      this.#readers.clear();
-      await this.#reading;
+      await this.#readers.close();
       if (this.#sink) await this.#options.assignment.leave().catch(() => {});
       const nc = this.#nc;
       await nc?.drain().catch(() => nc.close());

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { AMQPClient, type AMQPBaseClient, type AMQPChannel, type AMQPMessage } from '@cloudamqp/amqp-client';
+import { type AMQPBaseClient, type AMQPChannel, type AMQPMessage } from '@cloudamqp/amqp-client';
 import { partitionForKey } from '../../envelope/key-partition.ts';
 import { BrokerError, type PostboxError } from '../../errors.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 import { classifyRabbitError } from './classify.ts';
+import { connectRabbit } from './connection.ts';
 import { sendPerKey } from '../per-key-sends.ts';
 import { KEY_HEADER, toAmqpHeaders } from './headers.ts';
 
@@ -125,7 +126,7 @@ export class RabbitPublisher implements Publisher {
   #connected(): Promise<AMQPChannel> {
     if (!this.#client) {
       const client = (async () => {
-        const connection = await new AMQPClient(withHeartbeat(this.#options.url)).connect();
+        const connection = await connectRabbit(this.#options.url);
         try {
           const channel = await connection.channel();
           await channel.confirmSelect();
@@ -158,16 +159,6 @@ export class RabbitPublisher implements Publisher {
 
 /** The header a send's token travels in (outside the CloudEvents binding: a subscriber never reads it). */
 const SEND_HEADER = 'x-postbox-send';
-
-/**
- * AMQP heartbeats (10 s) unless the URL sets them: without, a half-open connection (a paused node) is never seen
- * as closed, and every publish would wait for its deadline on it.
- */
-function withHeartbeat(url: string): string {
-  const parsed = new URL(url);
-  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', '10');
-  return parsed.toString();
-}
 
 function failed(error: PostboxError): PublishOutcome {
   return { ok: false, error };
