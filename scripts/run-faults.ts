@@ -1,4 +1,4 @@
-// `npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN]`: the fault suite
+// `npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN] [--broker B]`: the fault suite
 // (test/src/faults) against the local stack, with N iterations per failpoint and repeated fault (CI: 20), run
 // again and again until M minutes have passed (a soak; default one round). Each scenario appends its verifier
 // totals to a summary file; the last line here sums them: scenarios, iterations, events, lost, applied twice,
@@ -11,12 +11,18 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+/** The scenario files that take their broker from POSTBOX_FAULT_BROKER (test/src/support/fault-broker.ts). */
+const BROKER_FILES = ['faults.kill-loop.test.ts', 'faults.broker.test.ts'];
+const BROKERS = ['kafka', 'nats', 'rabbitmq'];
 const testDir = path.join(root, 'test');
-const HELP = `usage: npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN]
+const HELP = `usage: npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN] [--broker B]
   --iterations N     kills per failpoint, drops per proxy fault (default 20; stops and outages scale with N/10)
   --minutes M        repeat the suite until M minutes have passed (a soak); default: one round
   --kill-loop-ms MS  length of the random kill loop (default 60000)
-  --only PATTERN     only the scenario files whose name contains PATTERN (e.g. kill-loop)`;
+  --only PATTERN     only the scenario files whose name contains PATTERN (e.g. kill-loop)
+  --broker B         kafka, nats, rabbitmq or several (comma-separated; default kafka): the whole suite runs on
+                     Kafka; on NATS and RabbitMQ the scenarios that kill processes and the broker run again
+                     (${BROKER_FILES.join(', ')}), each ending with the verifier`;
 
 function integer(value: string | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
@@ -34,6 +40,7 @@ const { values } = parseArgs({
     minutes: { type: 'string' },
     'kill-loop-ms': { type: 'string' },
     only: { type: 'string' },
+    broker: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -44,11 +51,26 @@ if (values.help) {
 const iterations = integer(values.iterations, 'iterations', 20);
 const minutes = values.minutes === undefined ? 0 : integer(values.minutes, 'minutes', 1);
 const killLoopMs = integer(values['kill-loop-ms'], 'kill-loop-ms', 60_000);
+const brokers = (values.broker ?? 'kafka').split(',').map((b) => b.trim().toLowerCase());
+for (const b of brokers)
+  if (!BROKERS.includes(b)) {
+    console.error(`test:faults: --broker takes ${BROKERS.join(', ')} or several, got "${b}"\n${HELP}`);
+    process.exit(2);
+  }
 const files = readdirSync(path.join(testDir, 'src/faults'))
   .filter((f) => f.endsWith('.test.ts') && (!values.only || f.includes(values.only)))
   .map((f) => `src/faults/${f}`);
 if (files.length === 0) {
   console.error(`test:faults: no scenario file matches "${values.only}"`);
+  process.exit(2);
+}
+/** What runs on each broker: every file on Kafka, the broker-aware ones on the others. */
+const runs = brokers.flatMap((broker) => {
+  const these = broker === 'kafka' ? files : files.filter((f) => BROKER_FILES.some((b) => f.endsWith(b)));
+  return these.length > 0 ? [{ broker, files: these }] : [];
+});
+if (runs.length === 0) {
+  console.error(`test:faults: no scenario of ${values.only} runs on ${brokers.join(', ')}`);
   process.exit(2);
 }
 
@@ -66,37 +88,40 @@ let rounds = 0;
 let failedRounds = 0;
 do {
   rounds++;
-  console.log(
-    `\n# test:faults round ${rounds}: ${files.length} files, ${iterations} iterations, kill loop ${killLoopMs} ms`,
-  );
-  const code = await new Promise<number | null>((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--disable-warning=TimeoutNegativeWarning',
-        '--test',
-        '--test-concurrency=1',
-        '--test-timeout=3600000',
-        ...files,
-      ],
-      {
-        cwd: testDir,
-        stdio: 'inherit',
-        env: {
-          ...process.env,
-          POSTBOX_FAULT_ITERATIONS: String(iterations),
-          POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs),
-          // Longer than `npm test` runs them (30 s and 15 s there, to keep the suite within its time).
-          POSTBOX_FAULT_OUTAGE_MS: process.env.POSTBOX_FAULT_OUTAGE_MS ?? '60000',
-          POSTBOX_FAULT_PAUSE_MS: process.env.POSTBOX_FAULT_PAUSE_MS ?? '30000',
-          POSTBOX_FAULT_STORM_MS: process.env.POSTBOX_FAULT_STORM_MS ?? '45000',
-          POSTBOX_FAULT_SUMMARY: summary,
-        },
-      },
+  for (const run of runs) {
+    console.log(
+      `\n# test:faults round ${rounds} on ${run.broker}: ${run.files.length} files, ${iterations} iterations, kill loop ${killLoopMs} ms`,
     );
-    child.on('exit', resolve);
-  });
-  if (code !== 0) failedRounds++;
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(
+        process.execPath,
+        [
+          '--disable-warning=TimeoutNegativeWarning',
+          '--test',
+          '--test-concurrency=1',
+          '--test-timeout=3600000',
+          ...run.files,
+        ],
+        {
+          cwd: testDir,
+          stdio: 'inherit',
+          env: {
+            ...process.env,
+            POSTBOX_FAULT_ITERATIONS: String(iterations),
+            POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs),
+            // Longer than `npm test` runs them (30 s and 15 s there, to keep the suite within its time).
+            POSTBOX_FAULT_OUTAGE_MS: process.env.POSTBOX_FAULT_OUTAGE_MS ?? '60000',
+            POSTBOX_FAULT_PAUSE_MS: process.env.POSTBOX_FAULT_PAUSE_MS ?? '30000',
+            POSTBOX_FAULT_STORM_MS: process.env.POSTBOX_FAULT_STORM_MS ?? '45000',
+            POSTBOX_FAULT_SUMMARY: summary,
+            POSTBOX_FAULT_BROKER: run.broker,
+          },
+        },
+      );
+      child.on('exit', resolve);
+    });
+    if (code !== 0) failedRounds++;
+  }
 } while (failedRounds === 0 && Date.now() - started < minutes * 60_000);
 
 interface Line {

@@ -7,6 +7,7 @@ import { createKafka } from '@postbox/engine/kafka';
 import { connectNats } from '@postbox/engine/nats';
 import { Redis } from 'ioredis';
 import type { ConfigResourceTypes } from 'kafkajs';
+import type { BenchBroker } from './brokers.ts';
 import { kafka, nats, redact, stack } from './support.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -31,18 +32,21 @@ export interface Environment {
     redis: Record<string, string>;
     /** With `--broker nats` only. */
     nats?: Record<string, string>;
+    /** With `--broker rabbitmq` only. */
+    rabbitmq?: Record<string, string>;
   };
   services: { postgres: string; kafka: string; redis: string };
 }
 
-export async function readEnvironment(): Promise<Environment> {
+export async function readEnvironment(brokers: readonly BenchBroker[]): Promise<Environment> {
   const [pg, kf, rd, libs, nt] = await Promise.all([
     postgresSettings(),
     kafkaSettings(),
     redisSettings(),
     libraryVersions(),
-    natsSettings(),
+    brokers.includes('nats') ? natsSettings() : null,
   ]);
+  const rq = brokers.includes('rabbitmq') ? RABBITMQ_SETTINGS : null;
   const cpus = os.cpus();
   return {
     machine: {
@@ -61,14 +65,26 @@ export async function readEnvironment(): Promise<Environment> {
       ...(nt ? { nats: nt.version } : {}),
       ...libs,
     },
-    durability: { postgres: pg.settings, kafka: kf.settings, redis: rd.settings, ...(nt ? { nats: nt.settings } : {}) },
+    durability: {
+      postgres: pg.settings,
+      kafka: kf.settings,
+      redis: rd.settings,
+      ...(nt ? { nats: nt.settings } : {}),
+      ...(rq ? { rabbitmq: rq } : {}),
+    },
     services: { postgres: redact(stack.DATABASE_URL), kafka: stack.KAFKA_BROKERS, redis: redact(stack.REDIS_URL) },
   };
 }
 
-/** With `--broker nats` (main sets POSTBOX_BROKER): the server's version and how the bench's streams store. */
-async function natsSettings(): Promise<{ version: string; settings: Record<string, string> } | null> {
-  if (process.env.POSTBOX_BROKER !== 'nats') return null;
+/** How the RabbitMQ adapter stores (topology.ts, publisher.ts): the same in every run. */
+const RABBITMQ_SETTINGS = {
+  queues: 'quorum, one per (group, partition), single-active-consumer',
+  // Quorum queues fsync their log before a publisher confirm.
+  messages: 'persistent, mandatory, publisher confirm awaited per message',
+};
+
+/** With `--broker nats`: the server's version and how the bench's streams store. */
+async function natsSettings(): Promise<{ version: string; settings: Record<string, string> }> {
   const nc = await connectNats(nats);
   try {
     return {

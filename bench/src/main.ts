@@ -19,12 +19,16 @@ async function main(argv: string[]): Promise<number> {
   profileRolesInto(options.cpuProfDir);
   // As `npm test` does: the local stack starts what is not running (a cold start, jar download included, is not
   // timed); with DATABASE_URL, REDIS_URL and KAFKA_BROKERS all set it starts nothing and checks they answer.
-  // --broker nats: the stack starts its NATS too (POSTBOX_BROKER=nats), as for `npm start`.
-  if (options.brokers.includes('nats')) process.env.POSTBOX_BROKER = 'nats';
-  await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });
+  // --broker nats, rabbitmq: the stack starts each one's server too (POSTBOX_BROKER names the one it adds, as for
+  // `npm start`); spawned roles are told their broker each (workload/processes.ts), never by this process' env.
+  for (const broker of options.brokers) {
+    process.env.POSTBOX_BROKER = broker;
+    await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });
+  }
+  delete process.env.POSTBOX_BROKER;
   const started = performance.now();
   const startedAt = new Date().toISOString();
-  const env = await readEnvironment();
+  const env = await readEnvironment(options.brokers);
   const report = new Report();
   const failures: Array<{ step: string; error: string }> = [];
   const steps: Record<string, number> = {};

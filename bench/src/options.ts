@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { BENCH_BROKERS, type BenchBroker } from './brokers.ts';
 
 /** Every scenario the suite runs; `all` runs them in this order (latency needs e2e's maximum first). */
 export const SCENARIOS = [
@@ -16,7 +17,10 @@ export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** The run's parameters, resolved once; every field is written into the JSON result. */
 export interface BenchOptions {
-  scenario: ScenarioName | 'all';
+  /** As given: `all`, or the scenarios' names (`relay drain`). */
+  scenario: string;
+  /** The scenarios to run, in SCENARIOS' order. */
+  scenarios: ScenarioName[];
   /** Events per scenario run. @defaultValue 100000 (quick: 20000) */
   events: number;
   /** Bytes of each event's data (JSON). @defaultValue 1024 */
@@ -25,8 +29,11 @@ export interface BenchOptions {
   partitions: number;
   /** Relay pool sizes of the relay scenario. @defaultValue [0, 1, 2, 4] */
   threads: number[];
-  /** Brokers the relay scenario publishes to, each beside its raw client's publish rate. @defaultValue ['kafka'] */
-  brokers: Array<'kafka' | 'nats'>;
+  /**
+   * Brokers the relay and drain scenarios run on, each beside its raw client's publish and consume rates.
+   * @defaultValue ['kafka']
+   */
+  brokers: BenchBroker[];
   /** Relay and raw claim batch size. @defaultValue 500 */
   batch: number;
   /**
@@ -52,16 +59,16 @@ export interface BenchOptions {
   cpuProfDir: string | null;
 }
 
-export const HELP = `npm run bench -- <scenario> [options]
+export const HELP = `npm run bench -- <scenario>... [options]
 
 Every figure is measured beside the baselines that bound it, in the same run, on the same services, with
 durability on (fsync, synchronous_commit, acks=all + idempotent producer, Redis AOF).
 
 scenarios:
   e2e       live producer (business row + outbox row per transaction) → relay → Kafka → consumer, all at once
-  drain     pre-filled outbox of N events → relay → Kafka → consumer → committed
+  drain     pre-filled outbox of N events → relay → Kafka (each --broker) → consumer → committed
   latency   open-loop load at 10 / 50 / 80 % of the measured e2e maximum; commit-to-consumer-commit percentiles
-  relay     pre-filled outbox drained to Kafka (and NATS with --broker) with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
+  relay     pre-filled outbox drained to Kafka (and NATS, RabbitMQ with --broker) with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
   consumer  pre-filled topic consumed into the inbox: one transaction per event vs shared transactions
   scale     1, 2, 3 relay processes; 1, 2, 3 consumer processes (real \`postbox relay\` / \`postbox consume\`)
   backlog   a 2M (quick: 1M; --backlog 10000000 for 10M) backlog: resident memory of every role over time, claim rate at start and end
@@ -75,8 +82,9 @@ options:
   --payload BYTES   event data size (default 1024)
   --partitions P    partitions per topic (default 12)
   --threads T       relay pool sizes, e.g. 2 or 0,2 (default 0,1,2,4)
-  --broker B        brokers of the relay scenario: kafka, nats or kafka,nats (default kafka; nats starts the
-                    stack's NATS and measures raw JetStream publishing beside it)
+  --broker B        brokers of the relay and drain scenarios: kafka, nats, rabbitmq or several, e.g.
+                    kafka,nats,rabbitmq (default kafka); the stack starts each one's server, and each is measured
+                    beside its raw client's publish and consume rates
   --batch B         relay and raw claim batch (default 500)
   --backlog N       backlog events (default 2000000; quick 1000000; a 10M run: --backlog 10000000 alone)
   --aggregates N    demo orders of the reconcile scenario (default 1000000; quick 100000)
@@ -115,24 +123,27 @@ export function parseOptions(argv: string[]): Parsed {
     },
   });
   if (values.help) return { help: true };
-  const scenario = positionals[0];
-  if (!scenario) throw new Error('name a scenario (or all); see --help');
-  if (scenario !== 'all' && !(SCENARIOS as readonly string[]).includes(scenario)) {
-    throw new Error(`unknown scenario "${scenario}": use one of ${SCENARIOS.join(', ')}, all`);
-  }
-  if (positionals.length > 1) throw new Error(`one scenario at a time, got ${positionals.join(' ')}`);
+  if (positionals.length === 0) throw new Error('name a scenario (or all); see --help');
+  for (const name of positionals)
+    if (name !== 'all' && !(SCENARIOS as readonly string[]).includes(name))
+      throw new Error(`unknown scenario "${name}": use one of ${SCENARIOS.join(', ')}, all`);
+  if (positionals.includes('all') && positionals.length > 1)
+    throw new Error(`all runs every scenario: name it alone, got ${positionals.join(' ')}`);
+  const scenario = positionals.join(' ');
+  const scenarios = scenario === 'all' ? [...SCENARIOS] : SCENARIOS.filter((s) => positionals.includes(s));
   const quick = values.quick === true;
   const threads =
     values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
   const events = int(values.events, 'events', 100, 100_000_000, quick ? 20_000 : 100_000);
   const brokers = (values.broker ?? 'kafka').split(',').map((b) => b.trim().toLowerCase());
   for (const b of brokers)
-    if (b !== 'kafka' && b !== 'nats')
-      throw new Error(`--broker takes kafka, nats or both (comma-separated), got "${b}"`);
+    if (!(BENCH_BROKERS as readonly string[]).includes(b))
+      throw new Error(`--broker takes ${BENCH_BROKERS.join(', ')} or several (comma-separated), got "${b}"`);
   return {
     help: false,
     options: {
-      scenario: scenario as BenchOptions['scenario'],
+      scenario,
+      scenarios,
       events,
       pipelineEvents: quick ? Math.max(100, Math.floor(events / 4)) : events,
       payload: int(values.payload, 'payload', 16, 900_000, 1024),

@@ -4,7 +4,8 @@ import { inboxBaseline } from './baselines/inbox.ts';
 import { kafkaConsumeBaseline } from './baselines/kafka-consume.ts';
 import { kafkaProduceBaseline } from './baselines/kafka-produce.ts';
 import { naiveRelayBaseline } from './baselines/naive-relay.ts';
-import { natsPublishBaseline } from './baselines/nats-publish.ts';
+import { natsRawBaseline } from './baselines/nats-raw.ts';
+import { rabbitmqRawBaseline } from './baselines/rabbitmq-raw.ts';
 import { producerBaseline } from './baselines/producer.ts';
 import type { Step } from './context.ts';
 import { SCENARIOS, type BenchOptions, type ScenarioName } from './options.ts';
@@ -25,7 +26,8 @@ const BASELINES = {
   batchedInsert: batchedInsertBaseline,
   claimMark: claimMarkBaseline,
   kafkaProduce: kafkaProduceBaseline,
-  natsPublish: natsPublishBaseline,
+  natsRaw: natsRawBaseline,
+  rabbitmqRaw: rabbitmqRawBaseline,
   kafkaConsume: kafkaConsumeBaseline,
   inbox: inboxBaseline,
   naiveRelay: naiveRelayBaseline,
@@ -48,12 +50,15 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
 const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: ScenarioName[] }> = {
   relay: {
-    baselines: ['claimMark', 'kafkaProduce', 'natsPublish', 'naiveRelay', 'pgTransactionalOutbox'],
+    baselines: ['claimMark', 'kafkaProduce', 'natsRaw', 'rabbitmqRaw', 'naiveRelay', 'pgTransactionalOutbox'],
     scenarios: [],
   },
   consumer: { baselines: ['kafkaConsume', 'inbox'], scenarios: [] },
   e2e: { baselines: ['producer'], scenarios: [] },
-  drain: { baselines: ['claimMark', 'kafkaProduce', 'inbox'], scenarios: [] },
+  drain: {
+    baselines: ['claimMark', 'kafkaProduce', 'kafkaConsume', 'natsRaw', 'rabbitmqRaw', 'inbox'],
+    scenarios: [],
+  },
   latency: { baselines: ['producer'], scenarios: ['e2e'] },
   scale: { baselines: [], scenarios: [] },
   backlog: { baselines: [], scenarios: [] },
@@ -74,8 +79,7 @@ export function plan(options: BenchOptions): PlannedStep[] {
     for (const dep of NEEDS[s].scenarios) add(dep);
     scenarios.add(s);
   };
-  if (options.scenario === 'all') SCENARIOS.forEach(add);
-  else add(options.scenario);
+  options.scenarios.forEach(add);
   const baselines = new Set<BaselineName>(
     options.scenario === 'all'
       ? (Object.keys(BASELINES) as BaselineName[])

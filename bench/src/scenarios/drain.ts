@@ -1,29 +1,46 @@
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
-import { benchDatabase, benchTopic, deleteTopics, perSecond, progressBar } from '../support.ts';
+import { BROKER_LABEL, brokerTopic, type BenchBroker } from '../brokers.ts';
+import { benchDatabase, perSecond, progressBar, uniqueName } from '../support.ts';
 import { fillOutbox } from '../workload/fill.ts';
 import { describeCpu, startCpuMeter } from '../workload/cpu.ts';
 import { startRoles, untilCommitted } from '../workload/roles.ts';
 
+/** Result keys and raw baselines per broker. */
+const PER_BROKER = {
+  kafka: { result: 'drain', produce: 'kafkaProduce', consume: 'kafkaConsume' },
+  nats: { result: 'drainNats', produce: 'natsPublish', consume: 'natsConsume' },
+  rabbitmq: { result: 'drainRabbitmq', produce: 'rabbitmqPublish', consume: 'rabbitmqConsume' },
+} as const;
+
 /**
- * A pre-filled outbox of N events → a `postbox relay` process → Kafka → a `postbox consume` process → committed.
- * Both roles are started and warmed first (one event through), then the N rows appear in one commit; the clock
- * runs from that commit to the consumer's commit of the last event. Bounded by its slowest raw stage:
- * min(raw read + mark, raw kafkajs produce, raw batched inbox).
+ * A pre-filled outbox of N events → a `postbox relay` process → the broker → a `postbox consume` process →
+ * committed, for each `--broker`. Both roles are started and warmed first (one event through), then the N rows
+ * appear in one commit; the clock runs from that commit to the consumer's commit of the last event. Bounded by its
+ * slowest raw stage: min(raw read + mark, the broker's raw produce, its raw consume, raw batched inbox).
  */
-export async function drainScenario({ options, report }: Bench): Promise<void> {
+export async function drainScenario(bench: Bench): Promise<void> {
+  for (const broker of bench.options.brokers) await drainOn(bench, broker);
+}
+
+async function drainOn({ options, report }: Bench, broker: BenchBroker): Promise<void> {
   const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
   const events = options.pipelineEvents;
+  const names = PER_BROKER[broker];
   const db = await benchDatabase(4);
-  const topic = await benchTopic('drain', options.partitions);
+  const consumerName = uniqueName('bench-drain');
+  const target = await brokerTopic(broker, 'drain', options.partitions, [`postbox.${consumerName}`]);
+  const topic = target.topic;
   const roles = await startRoles(db, {
     topic,
     partitions: options.partitions,
     relayThreads,
     consumerThreads: defaultConsumerLimits.threads,
     batch: options.batch,
-    label: 'drain',
+    label: broker === 'kafka' ? 'drain' : `drain ${broker}`,
+    broker,
+    consumerName,
   });
   try {
     const waker = createWaker(db.sql);
@@ -46,13 +63,16 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
     // The relay's database stage as Postbox runs it (read + mark, migration 0014), not the seed's claim + mark.
     const stages = {
       readMark: report.baseline('readMark'),
-      kafkaProduce: report.baseline('kafkaProduce'),
+      [names.produce]: report.baseline(names.produce),
+      [names.consume]: report.baseline(names.consume),
       inboxBatched: report.baseline('inboxBatched'),
     };
     const known = Object.entries(stages).filter((e): e is [string, number] => e[1] !== null);
     const slowest = known.sort((a, b) => a[1] - b[1])[0] ?? null;
-    report.results.scenarios.drain = {
+    report.results.scenarios[names.result] = {
       eventsPerSecond,
+      ratioToProduce: ratio(eventsPerSecond, stages[names.produce]),
+      ratioToConsume: ratio(eventsPerSecond, stages[names.consume]),
       ratioToSlowestStage: ratio(eventsPerSecond, slowest?.[1]),
       slowestStage: slowest?.[0] ?? null,
       events,
@@ -61,17 +81,22 @@ export async function drainScenario({ options, report }: Bench): Promise<void> {
       consumerThreads: defaultConsumerLimits.threads,
       cpuMicrosecondsPerEvent: cpuPerEvent,
     };
+    const on = broker === 'kafka' ? '' : ` on ${BROKER_LABEL[broker]}`;
     report.row(
       'drain',
-      'drain: pre-filled outbox → consumer commit',
+      `drain${on}: pre-filled outbox → consumer commit`,
       rate(eventsPerSecond),
-      [[`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])]],
+      [
+        [`slowest raw stage (${slowest?.[0] ?? '?'})`, ratio(eventsPerSecond, slowest?.[1])],
+        ['raw produce', ratio(eventsPerSecond, stages[names.produce])],
+        ['raw consume', ratio(eventsPerSecond, stages[names.consume])],
+      ],
       `relay ${relayThreads} thr., consumer ${defaultConsumerLimits.threads} thr. (processes)`,
     );
-    report.row('drain', 'drain: CPU per event (process CPU time ÷ events)', '', [], describeCpu(cpuPerEvent));
+    report.row('drain', `drain${on}: CPU per event (process CPU time ÷ events)`, '', [], describeCpu(cpuPerEvent));
   } finally {
     await roles.stop();
     await db.drop();
-    await deleteTopics([topic]);
+    await target.drop();
   }
 }

@@ -3,13 +3,12 @@ import type { BrokerConnection } from '@postbox/workers';
 import { PlatformaticPublisher } from '../adapters/platformatic-publisher.ts';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
+import { BROKER_LABEL, brokerConnection, brokerTopic } from '../brokers.ts';
 import {
   benchDatabase,
   benchTopic,
   deleteTopics,
   kafka,
-  nats,
-  natsBenchTopic,
   perSecond,
   progressBar,
   until,
@@ -22,46 +21,61 @@ import { startRelay } from '../workload/pipeline.ts';
  * The relay alone: a pre-filled outbox of N rows drained to Kafka by one in-process relay with 0 (main thread),
  * 1, 2, 4 pool threads, then on the main thread through the @platformatic/kafka adapter. Each run: the relay is
  * started and warmed on an empty outbox, N rows appear in one commit, the clock runs until all are published.
- * With `--broker` naming nats, the same runs to NATS JetStream (a stream per partition), beside raw publishing.
+ * With `--broker` naming nats or rabbitmq, the same runs to NATS JetStream (a stream per partition) or RabbitMQ
+ * (quorum queues per partition), beside that broker's raw publishing.
  */
 export async function relayScenario(bench: Bench): Promise<void> {
   if (bench.options.brokers.includes('kafka')) await relayToKafka(bench);
-  if (bench.options.brokers.includes('nats')) await relayToNats(bench);
+  if (bench.options.brokers.includes('nats')) await relayToBroker(bench, 'nats');
+  if (bench.options.brokers.includes('rabbitmq')) await relayToBroker(bench, 'rabbitmq');
 }
 
-/** The relay publishing to NATS JetStream, by pool size, as a ratio to raw JetStream publishing. */
-async function relayToNats({ options, report }: Bench): Promise<void> {
+/** Result keys and the raw publish baseline of each broker besides Kafka. */
+const OTHER_BROKERS = {
+  nats: { result: 'relayNats', baseline: 'natsPublish', raw: 'raw JetStream publish' },
+  rabbitmq: { result: 'relayRabbitmq', baseline: 'rabbitmqPublish', raw: 'raw RabbitMQ publish' },
+} as const;
+
+/**
+ * The relay publishing to NATS JetStream or RabbitMQ, by pool size, as a ratio to that broker's raw publishing.
+ * Each run gets a topic of its own (RabbitMQ's queues would otherwise keep every earlier run's messages).
+ */
+async function relayToBroker({ options, report }: Bench, broker: 'nats' | 'rabbitmq'): Promise<void> {
   const db = await benchDatabase(4);
-  const target = await natsBenchTopic('relay', options.partitions);
-  const broker: BrokerConnection = { kind: 'nats', nats };
+  const names = OTHER_BROKERS[broker];
   try {
     const byThreads: Record<string, number> = {};
-    for (const threads of options.threads)
-      byThreads[threads] = await drainOnce(db, target.topic, options, threads, null, {
-        broker,
-        partitions: target.partitions,
-      });
-    const raw = report.baseline('natsPublish');
+    for (const threads of options.threads) {
+      const target = await brokerTopic(broker, 'relay', options.partitions, ['bench']);
+      try {
+        byThreads[threads] = await drainOnce(db, target.topic, options, threads, null, {
+          broker: brokerConnection(broker),
+          partitions: target.partitions,
+        });
+      } finally {
+        await target.drop();
+      }
+    }
+    const raw = report.baseline(names.baseline);
     const [bestThreads, best] = Object.entries(byThreads).sort((a, b) => b[1] - a[1])[0]!;
-    report.results.scenarios.relayNats = {
+    report.results.scenarios[names.result] = {
       eventsPerSecond: best,
       bestThreads: Number(bestThreads),
       byThreads,
-      ratioToNatsPublish: ratio(best, raw),
+      [`ratioTo${names.baseline[0]!.toUpperCase()}${names.baseline.slice(1)}`]: ratio(best, raw),
       events: options.events,
       batch: options.batch,
     };
     for (const t of options.threads)
       report.row(
         'relay',
-        `relay to NATS JetStream, ${t === 0 ? 'main thread' : `${t} pool thread${t > 1 ? 's' : ''}`}`,
+        `relay to ${BROKER_LABEL[broker]}, ${t === 0 ? 'main thread' : `${t} pool thread${t > 1 ? 's' : ''}`}`,
         rate(byThreads[t]!),
-        [['raw JetStream publish', ratio(byThreads[t]!, raw)]],
+        [[names.raw, ratio(byThreads[t]!, raw)]],
         t === Number(bestThreads) ? 'best' : '',
       );
   } finally {
     await db.drop();
-    await target.drop();
   }
 }
 

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { brokerEnv, type BenchBroker } from '../brokers.ts';
 import { stack, trackGroup } from '../support.ts';
 
 const POSTBOX = fileURLToPath(new URL('../../../packages/api/src/bin/postbox.ts', import.meta.url));
@@ -26,8 +27,11 @@ export function spawnRelay(o: {
   threads: number;
   batch: number;
   label: string;
+  /** @defaultValue 'kafka' */
+  broker?: BenchBroker;
 }): RoleProcess {
   return spawnRole(o.label, ['relay', '--threads', String(o.threads)], {
+    ...brokerEnv(o.broker ?? 'kafka'),
     DATABASE_URL: o.databaseUrl,
     POSTBOX_TOPICS: [o.topic]
       .flat()
@@ -43,11 +47,16 @@ export function spawnConsumer(o: {
   consumer: string;
   threads: number;
   label: string;
+  /** @defaultValue 'kafka' */
+  broker?: BenchBroker;
+  /** The topic's partitions: RabbitMQ's consumer declares its queues with them. @defaultValue 1 (Kafka and NATS read theirs) */
+  partitions?: number;
 }): RoleProcess {
   trackGroup(`postbox.${o.consumer}`);
   return spawnRole(o.label, ['consume', '--progress', '250', '--threads', String(o.threads), CONSUMER_MODULE], {
+    ...brokerEnv(o.broker ?? 'kafka'),
     DATABASE_URL: o.databaseUrl,
-    POSTBOX_TOPICS: `${o.topic}:1`,
+    POSTBOX_TOPICS: `${o.topic}:${o.partitions ?? 1}`,
     BENCH_CONSUMER: o.consumer,
     BENCH_TOPIC: o.topic,
   });

@@ -1,6 +1,7 @@
 import type { Sql } from '@postbox/engine';
 import { createKafka } from '@postbox/engine/kafka';
 import { kafka, sleep, uniqueName, until, type BenchDatabase } from '../support.ts';
+import type { BenchBroker } from '../brokers.ts';
 import { spawnConsumer, spawnRelay, type RoleProcess } from './processes.ts';
 
 /**
@@ -19,9 +20,31 @@ export interface PipelineRoles {
 
 export async function startRoles(
   db: BenchDatabase,
-  o: { topic: string; partitions: number; relayThreads: number; consumerThreads: number; batch: number; label: string },
+  o: {
+    topic: string;
+    partitions: number;
+    relayThreads: number;
+    consumerThreads: number;
+    batch: number;
+    label: string;
+    /** @defaultValue 'kafka' */
+    broker?: BenchBroker;
+    /** The consumer's name: RabbitMQ's topic is made with its group's queues. @defaultValue a new one */
+    consumerName?: string;
+  },
 ): Promise<PipelineRoles> {
-  const consumerName = uniqueName(`bench-${o.label}`);
+  const broker = o.broker ?? 'kafka';
+  const consumerName = o.consumerName ?? uniqueName(`bench-${o.label}`);
+  // The consumer first: on RabbitMQ it declares its group's queues, which must be there before anything is sent.
+  const consumer = spawnConsumer({
+    databaseUrl: db.url,
+    topic: o.topic,
+    consumer: consumerName,
+    threads: o.consumerThreads,
+    label: `${o.label} consumer`,
+    broker,
+    partitions: o.partitions,
+  });
   const relay = spawnRelay({
     databaseUrl: db.url,
     topic: o.topic,
@@ -29,13 +52,7 @@ export async function startRoles(
     threads: o.relayThreads,
     batch: o.batch,
     label: `${o.label} relay`,
-  });
-  const consumer = spawnConsumer({
-    databaseUrl: db.url,
-    topic: o.topic,
-    consumer: consumerName,
-    threads: o.consumerThreads,
-    label: `${o.label} consumer`,
+    broker,
   });
   const roles: PipelineRoles = {
     relay,
@@ -53,7 +70,8 @@ export async function startRoles(
       90_000,
       200,
     );
-    await untilGroupStable(`postbox.${consumerName}`, 1);
+    if (broker === 'kafka') await untilGroupStable(`postbox.${consumerName}`, 1);
+    else await untilLeasesHeld(db.sql, o.partitions);
   } catch (cause) {
     await roles.stop().catch(() => {});
     throw cause;
@@ -73,6 +91,20 @@ async function ownedLanes(sql: Sql): Promise<number> {
     { n: number }[]
   >`SELECT count(*)::int AS n FROM relay_lane WHERE owner IS NOT NULL AND lease_until > now()`;
   return row!.n;
+}
+
+/** Waits until the (only) consumer of the database holds a lease on every partition (NATS, RabbitMQ). */
+async function untilLeasesHeld(sql: Sql, partitions: number): Promise<void> {
+  await until(
+    async () => {
+      const [row] = await sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM consumer_partition_lease WHERE owner IS NOT NULL AND lease_until > now()`;
+      return row!.n >= partitions;
+    },
+    `the consumer to hold the leases of ${partitions} partitions`,
+    90_000,
+    200,
+  );
 }
 
 /** Waits until the group has `members` members and is not rebalancing. */

@@ -4,29 +4,30 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { uniqueTopic } from '../support/kafka.ts';
 import { alive, faultDuration, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
-import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { startFaultBroker, type FaultBroker } from '../support/fault-broker.ts';
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
 // Processes killed at random moments under load for a fixed time (POSTBOX_FAULT_KILL_LOOP_MS: 40 s in `npm test`, 60 s in `npm run test:faults`):
 // two writers, two relays and two consumers; every 0.5–3 s one of them, picked at random, gets SIGKILL and is
-// started again after 0–2 s. No failpoint: the kills land wherever the processes happen to be.
+// started again after 0–2 s. No failpoint: the kills land wherever the processes happen to be. On the broker of
+// POSTBOX_FAULT_BROKER (Kafka unless `npm run test:faults -- --broker nats|rabbitmq` says otherwise).
 const DURATION_MS = faultDuration('POSTBOX_FAULT_KILL_LOOP_MS', 40_000);
 
 let db: TestDatabase;
-let kafka: PrivateStack;
+let broker: FaultBroker;
 let pipeline: Pipeline | null = null;
 const topic = uniqueTopic('killloop');
 const consumer = `kl${topic.slice(-6)}`;
 
 before(async () => {
-  [db, kafka] = await Promise.all([freshDatabase(), startPrivateStack({ kafka: {} })]);
-  await createPrivateTopic(kafka, topic, 4);
+  [db, broker] = await Promise.all([freshDatabase(), startFaultBroker()]);
+  await broker.createTopic(topic, 4, [`postbox.${consumer}`]);
 });
 
 after(async () => {
   await pipeline?.stopAll();
-  await kafka?.stop();
+  await broker?.stop();
   await db?.drop();
 });
 
@@ -35,12 +36,16 @@ test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} 
 }, async () => {
   const p = (pipeline = new Pipeline({
     databaseUrl: db.url,
-    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    broker,
     redisUrl: shared.REDIS_URL,
     topic,
     partitions: 4,
     consumer,
-    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000', POSTBOX_KAFKA_HEARTBEAT_MS: '500' },
+    env: {
+      POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000',
+      POSTBOX_KAFKA_HEARTBEAT_MS: '500',
+      POSTBOX_PARTITION_LEASE_MS: '3000',
+    },
   }));
   await p.setup();
   const writerEnv = { WRITER_RATE: '25', WRITER_AGGREGATES: '100', WRITER_FLAKY: '0.03' };
@@ -76,8 +81,12 @@ test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} 
   assert.equal(c.outOfOrder.count, 0);
   const total = kills.writer! + kills.relay! + kills.consumer!;
   console.log(
-    `# kill loop: ${total} kills (writers ${kills.writer}, relays ${kills.relay}, consumers ${kills.consumer}) in ${DURATION_MS / 1000} s`,
+    `# kill loop on ${broker.kind}: ${total} kills (writers ${kills.writer}, relays ${kills.relay}, consumers ${kills.consumer}) in ${DURATION_MS / 1000} s`,
   );
   assert.ok(kills.relay! > 0 && kills.consumer! > 0, 'both relays and consumers were killed');
-  recordScenario({ scenario: 'kill-loop', iterations: total, report });
+  recordScenario({
+    scenario: broker.kind === 'kafka' ? 'kill-loop' : `kill-loop.${broker.kind}`,
+    iterations: total,
+    report,
+  });
 });

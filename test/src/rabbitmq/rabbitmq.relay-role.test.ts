@@ -4,6 +4,7 @@ import { AMQPClient } from '@cloudamqp/amqp-client';
 import { newEventId } from '@postbox/engine';
 import { partitionForKey } from '@postbox/engine/nats';
 import { ensureExchanges, queueName, RabbitPublisher } from '@postbox/engine/rabbitmq';
+import { registerConsumer } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { writeEvents } from '../support/events.ts';
 import { uniqueTopic } from '../support/kafka.ts';
@@ -110,4 +111,12 @@ test('postbox verify on RabbitMQ says it has no log to read, and checks the data
   assert.equal(await p.exited, 1, p.output());
   assert.match(p.output(), /RabbitMQ keeps no log/);
   assert.match(p.output(), /3 outbox rows not published yet/);
+  // Confirmed by the broker and never applied by the group that reads the topic: with no log to compare, a lost
+  // message shows on the consumer's side — still in flight when nothing may be.
+  await db.sql`UPDATE message_outbox SET status = 'published', published_at = now(), broker_partition = 0 WHERE topic = ${topic}`;
+  await registerConsumer(db.sql, { name: 'never-ran', groupId: 'postbox.never-ran', topics: [topic] });
+  const lost = spawnPostbox(['verify', '--consumer', 'never-ran', '--final'], env);
+  assert.equal(await lost.exited, 1, lost.output());
+  assert.match(lost.output(), /consumer never-ran .*: 3 events/);
+  assert.match(lost.output(), /3 events still in flight/);
 });

@@ -1,7 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, newEventId, type Sql } from '@postbox/engine';
-import { ensureExchanges, RabbitPublisher, RabbitSubscriber } from '@postbox/engine/rabbitmq';
+import { AMQPClient } from '@cloudamqp/amqp-client';
+import { ensureExchanges, queueName, RabbitPublisher, RabbitSubscriber } from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type OutboundMessage } from '@postbox/engine/runtime';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
@@ -119,4 +120,28 @@ test('the node restarted: the partition is read again — what was not acknowled
   );
   assert.ok(errors.length > 0, 'the lost channel was reported');
   await s.close();
+});
+
+test('a group queue of another shape (a classic queue) is refused by name at start, not used', async () => {
+  const topic = 'rmq-shape';
+  await ensureExchanges({ url: url() }, [{ topic, partitions: 1 }]);
+  const client = await new AMQPClient(url()).connect();
+  try {
+    await (await client.channel()).queueDeclare(queueName(topic, 'g-shape', 0), { durable: true });
+  } finally {
+    await client.close();
+  }
+  const s = new RabbitSubscriber({
+    url: url(),
+    groupId: 'g-shape',
+    topics: [topic],
+    partitions: new Map([[topic, 1]]),
+    assignment: new PartitionLeases({ sql, groupId: 'g-shape', owner: 'm-shape', leaseMs: 3000 }),
+  });
+  closing.push(s);
+  await assert.rejects(s.start(new RecordingSink()), (e: Error) => {
+    assert.equal(e.name, 'ConfigError');
+    assert.match(e.message, /rmq-shape\.g-shape\.0 exists with another shape/);
+    return true;
+  });
 });

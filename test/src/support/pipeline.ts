@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type Sql } from '@postbox/engine';
 import { totals, type CheckOptions, type VerifyReport } from '@postbox/engine/verify';
 import { createHandlerTables, TEST_CONSUMER_MODULE } from './consumer.ts';
+import type { FaultBroker } from './fault-broker.ts';
 import { digest } from './log-digest.ts';
 import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from './processes.ts';
 import { settle, verifyTestConsumer } from './verified.ts';
@@ -17,7 +18,10 @@ import { settle, verifyTestConsumer } from './verified.ts';
  */
 export interface PipelineOptions {
   databaseUrl: string;
-  kafkaBrokers: string;
+  /** Kafka's bootstrap servers, unless `broker` names another broker. */
+  kafkaBrokers?: string;
+  /** Another broker than the Kafka of `kafkaBrokers` (fault-broker.ts). */
+  broker?: FaultBroker;
   redisUrl: string;
   topic: string;
   partitions: number;
@@ -59,7 +63,7 @@ export class Pipeline {
   env(extra: Record<string, string> = {}, defaults: Record<string, string> = {}): Record<string, string> {
     return {
       DATABASE_URL: this.o.databaseUrl,
-      KAFKA_BROKERS: this.o.kafkaBrokers,
+      ...(this.o.broker ? this.o.broker.env : { KAFKA_BROKERS: this.o.kafkaBrokers! }),
       REDIS_URL: this.o.redisUrl,
       POSTBOX_TOPICS: `${this.o.topic}:${this.o.partitions}`,
       LOG_LEVEL: 'warn',
@@ -137,7 +141,8 @@ export class Pipeline {
   }
 
   verify(options: Partial<CheckOptions> = {}): Promise<VerifyReport> {
-    return verifyTestConsumer(this.#sql, this.o.kafkaBrokers, this.o.consumer, [this.o.topic], options);
+    const broker = this.o.broker?.verifier() ?? this.o.kafkaBrokers!;
+    return verifyTestConsumer(this.#sql, broker, this.o.consumer, [this.o.topic], options);
   }
 
   /** settle() over this pipeline's consumer. */

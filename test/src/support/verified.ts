@@ -1,7 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '@postbox/engine';
 import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
-import { formatReport, verify, type CheckOptions, type VerifyReport } from '@postbox/engine/verify';
+import {
+  formatReport,
+  verify,
+  type BrokerOffsets,
+  type CheckOptions,
+  type TopicReader,
+  type VerifyReport,
+} from '@postbox/engine/verify';
 
 /**
  * The verifier as tests use it: over the recording handler's consumer, with its effect log (test_applied) as the
@@ -15,17 +22,24 @@ export const TEST_EFFECTS = {
     'SELECT event_id, aggregate_id, version AS aggregate_version FROM test_applied WHERE consumer = $1 ORDER BY seq',
 };
 
-/** The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied). */
+/** The broker side of a verification: its log reader and positions (closed after the verification). */
+export interface VerifyBroker {
+  reader: TopicReader;
+  offsets: BrokerOffsets;
+}
+
+/**
+ * The verifier over one consumer of the recording handler (group `postbox.<name>`, effects in test_applied), on
+ * Kafka (`brokers`, comma-separated) or on another broker's reader and offsets.
+ */
 export async function verifyTestConsumer(
   sql: Sql,
-  brokers: string,
+  broker: string | VerifyBroker,
   consumer: string,
   topics: string[],
   options: Partial<CheckOptions> = {},
 ): Promise<VerifyReport> {
-  const kafka = { brokers: brokers.split(','), clientId: 'postbox-test-verify' };
-  const reader = new KafkaTopicReader({ ...kafka, timeoutMs: 60_000 });
-  const offsets = new KafkaOffsets(kafka);
+  const { reader, offsets } = typeof broker === 'string' ? kafkaVerifier(broker) : broker;
   try {
     return await verify(
       { sql, reader, offsets },
@@ -36,6 +50,11 @@ export async function verifyTestConsumer(
     await offsets.close();
     await reader.close();
   }
+}
+
+function kafkaVerifier(brokers: string): VerifyBroker {
+  const kafka = { brokers: brokers.split(','), clientId: 'postbox-test-verify' };
+  return { reader: new KafkaTopicReader({ ...kafka, timeoutMs: 60_000 }), offsets: new KafkaOffsets(kafka) };
 }
 
 /**

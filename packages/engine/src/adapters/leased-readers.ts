@@ -12,8 +12,10 @@ export interface LeasedReadersOptions<R extends PartitionReading> {
   /**
    * Starts reading a partition this member holds (paused when the sink paused it before). Throws when it cannot
    * yet (the broker away): the partition stays held and unread, and is tried again on the next `readMissing`.
+   * `stillHeld` says whether the partition is still this member's (an assignment may come while opening): checked
+   * before reading starts, so a lost partition is never read; open then returns null.
    */
-  open(p: TopicPartition, paused: boolean): Promise<R>;
+  open(p: TopicPartition, paused: boolean, stillHeld: () => boolean): Promise<R | null>;
   /** The sink's `onAssignment`. */
   onAssignment(held: TopicPartition[]): void;
   /** Told of a partition that could not be opened. */
@@ -61,17 +63,21 @@ export class LeasedReaders<R extends PartitionReading> {
     if (this.#openingQueued || this.#closed) return;
     if ([...this.#held.keys()].every((k) => this.#readers.has(k))) return;
     this.#openingQueued = true;
-    this.#opening = this.#opening.then(async () => {
-      this.#openingQueued = false;
-      for (const [k, p] of this.#held) if (!this.#closed && !this.#readers.has(k)) await this.#open(k, p);
-    });
+    this.#opening = this.#opening
+      .then(async () => {
+        this.#openingQueued = false;
+        for (const [k, p] of this.#held) if (!this.#closed && !this.#readers.has(k)) await this.#open(k, p);
+      })
+      .catch(() => {});
   }
 
   async #open(k: string, p: TopicPartition): Promise<void> {
+    const stillHeld = () => !this.#closed && this.#held.has(k);
     try {
-      const reader = await this.#options.open(p, this.#paused.has(k));
+      const reader = await this.#options.open(p, this.#paused.has(k), stillHeld);
+      if (!reader) return;
       // Lost meanwhile (a new assignment came while opening), or closing: the next holder reads it.
-      if (this.#closed || !this.#held.has(k)) await reader.stop();
+      if (!stillHeld()) await reader.stop();
       else this.#readers.set(k, reader);
     } catch (cause) {
       this.#options.onError(cause, p);
@@ -108,11 +114,12 @@ export class LeasedReaders<R extends PartitionReading> {
     }
   }
 
-  /** Stops every reader and opens none after. */
+  /** Stops every reader at once, and opens none after (one being opened stops itself). */
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#opening;
-    await Promise.all(this.all().map((r) => r.stop()));
+    const readers = this.all();
     this.#readers.clear();
+    await Promise.all(readers.map((r) => r.stop()));
+    await this.#opening;
   }
 }

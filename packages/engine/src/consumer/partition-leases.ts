@@ -60,6 +60,8 @@ export class PartitionLeases implements PartitionAssignment {
     this.#onChange = onChange;
     await ensureLeaseRows(this.#options.sql, this.#options.groupId, partitions);
     await this.#balance();
+    // Left while joining (its subscriber closed meanwhile): no timers, or the process would never exit.
+    if (this.#left) return;
     this.#timer = setInterval(() => {
       // A balance still running (a slow database) is not queued behind: the next tick tries again.
       if (this.#balancing || this.#left) return;

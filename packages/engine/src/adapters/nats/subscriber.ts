@@ -59,7 +59,7 @@ export class NatsSubscriber implements Subscriber {
       ackWaitMs: options.ackWaitMs ?? 30_000,
     };
     this.#readers = new LeasedReaders({
-      open: (p, paused) => this.#read(p, paused),
+      open: (p, paused, stillHeld) => this.#read(p, paused, stillHeld),
       onAssignment: (held) => this.#sink?.onAssignment(held),
       // Tried again every third of the ack wait; until then the partition is held and not read (its lag shows).
       onError: (cause, p) => this.#report(classifyNatsError(cause), p),
@@ -80,6 +80,8 @@ export class NatsSubscriber implements Subscriber {
     } catch (cause) {
       throw cause instanceof BrokerError ? cause : classifyNatsError(cause);
     }
+    // Closed while starting: no timer, or the process would never exit.
+    if (this.#closed) return;
     this.#extendTimer = setInterval(() => {
       for (const reader of this.#readers.all()) reader.extend();
       // A held partition whose take-over failed (the server briefly away) is tried again.
@@ -104,12 +106,15 @@ export class NatsSubscriber implements Subscriber {
   }
 
   /** Takes a held partition over with a fresh durable from the ack floor, and reads it. */
-  async #read(p: TopicPartition, paused: boolean): Promise<PartitionReader> {
+  async #read(p: TopicPartition, paused: boolean, stillHeld: () => boolean): Promise<PartitionReader | null> {
     const { js, jsm } = this.#client!;
     const nc = this.#nc!;
     const stream = streamName(p.topic, p.partition);
     const durable = await takeOverDurable(jsm, stream, this.#options.groupId, this.#settings);
-    const reader = new PartitionReader(await js.consumers.get(stream, durable.name), {
+    const consumer = await js.consumers.get(stream, durable.name);
+    // Lost while taking over: a reader would start pulling from the next holder's durable at once.
+    if (!stillHeld()) return null;
+    const reader = new PartitionReader(consumer, {
       topic: p.topic,
       partition: p.partition,
       startSeq: durable.startSeq,

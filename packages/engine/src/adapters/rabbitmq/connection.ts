@@ -1,4 +1,4 @@
-import { AMQPClient, type AMQPBaseClient } from '@cloudamqp/amqp-client';
+import { AMQPClient, type AMQPBaseClient, type AMQPChannel } from '@cloudamqp/amqp-client';
 
 /** Connects to RabbitMQ with AMQP heartbeats on (see withHeartbeat). */
 export function connectRabbit(url: string): Promise<AMQPBaseClient> {
@@ -13,4 +13,38 @@ export function withHeartbeat(url: string): string {
   const parsed = new URL(url);
   if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', '10');
   return parsed.toString();
+}
+
+/** How long a close waits for the broker's close-ok. */
+const CLOSE_TIMEOUT_MS = 5000;
+
+/**
+ * Closes a channel, never waiting past the timeout: the client settles a close only on the broker's close-ok, and a
+ * connection lost before it arrives leaves the close pending for ever (the channel is gone either way).
+ */
+export async function closeChannel(channel: AMQPChannel): Promise<void> {
+  if (channel.closed) return;
+  await withTimeout(channel.close().then(() => undefined));
+}
+
+/** Closes a connection the same way; one that does not answer in time has its socket destroyed. */
+export async function closeConnection(connection: AMQPBaseClient): Promise<void> {
+  if (connection.closed) return;
+  const closed = await withTimeout(connection.close().then(() => undefined));
+  if (!closed) (connection as AMQPBaseClient & { socket?: { destroy(): void } }).socket?.destroy();
+}
+
+/** Whether the promise settled within the timeout (its failure counts as settled: the thing is closed). */
+function withTimeout(promise: Promise<void>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), CLOSE_TIMEOUT_MS);
+  });
+  return Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    timeout,
+  ]).finally(() => clearTimeout(timer));
 }

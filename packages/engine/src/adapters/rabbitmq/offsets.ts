@@ -1,7 +1,7 @@
 import type { AMQPBaseClient } from '@cloudamqp/amqp-client';
 import { BrokerError } from '../../errors.ts';
 import type { BrokerOffsets, PartitionPosition } from '../../ports/offsets.ts';
-import { connectRabbit } from './connection.ts';
+import { closeChannel, closeConnection, connectRabbit } from './connection.ts';
 import { queueDepths } from './queue-depths.ts';
 import { queueName } from './topology.ts';
 
@@ -49,7 +49,7 @@ export class RabbitOffsets implements BrokerOffsets {
   async ping(): Promise<void> {
     const connection = await this.#connect();
     try {
-      await (await connection.channel()).close();
+      await closeChannel(await connection.channel());
     } catch (cause) {
       this.#drop();
       throw unavailable('RabbitMQ did not answer', cause);
@@ -60,7 +60,7 @@ export class RabbitOffsets implements BrokerOffsets {
     this.#closed = true;
     const connection = await this.#connection?.catch(() => null);
     this.#connection = null;
-    await connection?.close().catch(() => {});
+    if (connection) await closeConnection(connection);
   }
 
   #connect(): Promise<AMQPBaseClient> {
@@ -77,7 +77,7 @@ export class RabbitOffsets implements BrokerOffsets {
   #drop(): void {
     const old = this.#connection;
     this.#connection = null;
-    void old?.then((c) => c.close()).catch(() => {});
+    void old?.then(closeConnection).catch(() => {});
   }
 }
 

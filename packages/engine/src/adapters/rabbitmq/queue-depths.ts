@@ -1,4 +1,5 @@
 import type { AMQPBaseClient, AMQPChannel } from '@cloudamqp/amqp-client';
+import { closeChannel } from './connection.ts';
 
 /**
  * The ready messages of each queue (a passive declare: what the broker has not delivered, not what consumers hold
@@ -20,6 +21,6 @@ export async function queueDepths(connection: AMQPBaseClient, queues: string[]):
     }
     return depths;
   } finally {
-    if (channel && !channel.closed) await channel.close().catch(() => {});
+    if (channel) await closeChannel(channel);
   }
 }

@@ -1,6 +1,7 @@
 import type { AMQPChannel, AMQPMessage } from '@cloudamqp/amqp-client';
 import type { InboundRecord, TopicPartition } from '../../ports/subscriber.ts';
 import type { PartitionReading } from '../leased-readers.ts';
+import { closeChannel } from './connection.ts';
 import { toInboundRecord } from './inbound.ts';
 
 export interface QueueReaderOptions {
@@ -65,12 +66,15 @@ export class QueueReader implements PartitionReading {
     try {
       await channel.basicQos(options.prefetch);
       const consumer = await channel.basicConsume(options.queue, { noAck: false }, (m) => reader.#receive(m));
+      // Closed in the same read as the consume-ok: the client registered the consumer on a dead channel, whose
+      // wait() would never settle.
+      if (channel.closed || channel.connection.closed) throw new Error('channel closed as consuming started');
       consumer.wait().then(
         () => reader.#end(null),
         (reason: unknown) => reader.#end(reason as Error),
       );
     } catch (cause) {
-      if (!channel.closed) await channel.close().catch(() => {});
+      await closeChannel(channel);
       throw cause;
     }
     return reader;
@@ -95,7 +99,7 @@ export class QueueReader implements PartitionReading {
     this.#stopped = true;
     this.#held = [];
     this.#heldOffsets = [];
-    if (!this.#channel.closed) await this.#channel.close().catch(() => {});
+    await closeChannel(this.#channel);
     this.#end(null);
   }
 
@@ -113,6 +117,11 @@ export class QueueReader implements PartitionReading {
     this.#unacked.splice(0, last + 1);
     this.#lastCommitted = offset;
     await this.#channel.basicAck(tag, true);
+  }
+
+  /** Its channel is gone though it was not stopped (a close the client never reported): it must be replaced. */
+  get dead(): boolean {
+    return !this.#stopped && this.#channel.closed;
   }
 
   /** How long the oldest delivery has been held unacknowledged, in ms (0 when none is). */

@@ -4,7 +4,7 @@ import type { PartitionAssignment } from '../../ports/partition-assignment.ts';
 import type { PartitionLag, Subscriber, SubscriberSink, TopicPartition } from '../../ports/subscriber.ts';
 import { LeasedReaders } from '../leased-readers.ts';
 import { classifyRabbitError } from './classify.ts';
-import { connectRabbit } from './connection.ts';
+import { closeConnection, connectRabbit } from './connection.ts';
 import { queueDepths } from './queue-depths.ts';
 import { QueueReader } from './queue-reader.ts';
 import { ensureGroupQueues, queueName } from './topology.ts';
@@ -82,7 +82,8 @@ export class RabbitSubscriber implements Subscriber {
     } catch (cause) {
       throw cause instanceof BrokerError || cause instanceof ConfigError ? cause : classifyRabbitError(cause);
     }
-    this.#timer = setInterval(() => this.#tick(), TICK_MS);
+    // Closed while starting: no timer, or the process would never exit.
+    if (!this.#closed) this.#timer = setInterval(() => this.#tick(), TICK_MS);
   }
 
   /** Every partition of the topics, from the configured counts (an exchange cannot hold one). */
@@ -99,6 +100,7 @@ export class RabbitSubscriber implements Subscriber {
 
   /** The connection, opened again when the broker closed it. */
   async #connected(): Promise<AMQPBaseClient> {
+    if (this.#closed) throw new BrokerError('subscriber_closed', 'transient', 'the RabbitMQ subscriber is closed');
     const current = this.#connection;
     if (current) {
       const connection = await current.catch(() => null);
@@ -125,9 +127,11 @@ export class RabbitSubscriber implements Subscriber {
       },
       offer: (records) => this.#sink!.onRecords(records),
     });
-    void reader.ended.then((reason) => {
+    void reader.ended.then(async (reason) => {
       if (reason === null) return;
       this.#report(classifyRabbitError(reason), p);
+      // Cancelled by the broker (the queue deleted), its channel may still be open, holding deliveries: closed.
+      await reader.stop();
       this.#readers.ended(p, reader);
     });
     return reader;
@@ -140,8 +144,20 @@ export class RabbitSubscriber implements Subscriber {
   #tick(): void {
     const limit = (this.#options.consumerTimeoutMs ?? 1_800_000) * 0.8;
     for (const reader of this.#readers.all()) {
-      if (reader.heldForMs() < limit) continue;
       const p = reader.partition;
+      if (reader.dead) {
+        this.#report(
+          new BrokerError(
+            'rabbitmq_closed',
+            'transient',
+            `the channel of ${p.topic}:${p.partition} is gone: read again`,
+          ),
+          p,
+        );
+        this.#readers.ended(p, reader);
+        continue;
+      }
+      if (reader.heldForMs() < limit) continue;
       this.#report(
         new BrokerError(
           'rabbitmq_held_too_long',
@@ -209,7 +225,7 @@ export class RabbitSubscriber implements Subscriber {
       await this.#readers.close();
       if (this.#sink) await this.#options.assignment.leave().catch(() => {});
       const connection = await this.#connection?.catch(() => null);
-      await connection?.close().catch(() => {});
+      if (connection) await closeConnection(connection);
     })();
     return this.#closed;
   }

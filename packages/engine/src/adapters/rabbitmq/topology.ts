@@ -80,7 +80,15 @@ export async function ensureGroupQueues(
   try {
     for (let p = 0; p < partitions; p++) {
       const queue = queueName(topic, group, p);
-      await ch.queueDeclare(queue, { durable: true }, { 'x-queue-type': 'quorum', 'x-single-active-consumer': true });
+      await ch
+        .queueDeclare(queue, { durable: true }, { 'x-queue-type': 'quorum', 'x-single-active-consumer': true })
+        .catch((cause: unknown) => {
+          if (!/PRECONDITION_FAILED|inequivalent/i.test((cause as Error).message)) throw cause;
+          throw new ConfigError(
+            `RabbitMQ queue ${queue} exists with another shape than a durable quorum queue with single-active-consumer (${(cause as Error).message}): delete it, Postbox will not`,
+            { cause },
+          );
+        });
       await ch.queueBind(queue, topic, String(p));
     }
   } finally {

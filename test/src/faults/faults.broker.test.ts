@@ -11,42 +11,44 @@ import {
   recordScenario,
   stopGracefully,
 } from '../support/pipeline.ts';
-import { createPrivateTopic, restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { startFaultBroker, type FaultBroker } from '../support/fault-broker.ts';
+import { restart } from '../support/private-stack.ts';
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
-// The broker itself fails mid-stream (a private one; the shared stack's broker is never touched): SIGKILL and a
-// restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (15 s in `npm test`, 30 s in `npm run test:faults`) and
+// The broker itself fails mid-stream (a private one; the shared stack's broker is never touched; Kafka, or the
+// broker of POSTBOX_FAULT_BROKER: `npm run test:faults -- --broker nats|rabbitmq`): SIGKILL and a restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (15 s in `npm test`, 30 s in `npm run test:faults`) and
 // SIGCONT. The writer, relay and consumer are never restarted by the test: they must ride it out, back off without
 // a tight loop, and resume.
 const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 15_000);
 const KILLS = Math.max(2, Math.ceil(faultIterations() / 10));
 
 let db: TestDatabase;
-let kafka: PrivateStack;
+let broker: FaultBroker;
 const pipelines: Pipeline[] = [];
 
 before(async () => {
-  [db, kafka] = await Promise.all([freshDatabase(), startPrivateStack({ kafka: {} })]);
+  [db, broker] = await Promise.all([freshDatabase(), startFaultBroker()]);
 });
 
 after(async () => {
   for (const p of pipelines) await p.stopAll();
-  await kafka?.stop();
+  await broker?.stop();
   await db?.drop();
 });
 
 async function pipelineFor(name: string): Promise<{ p: Pipeline; roles: RoleProcess[] }> {
   const topic = uniqueTopic(name);
-  await createPrivateTopic(kafka, topic, 3);
+  const consumer = `${name}${topic.slice(-6)}`;
+  await broker.createTopic(topic, 3, [`postbox.${consumer}`]);
   const p = new Pipeline({
     databaseUrl: db.url,
-    kafkaBrokers: kafka.urls.KAFKA_BROKERS!,
+    broker,
     redisUrl: shared.REDIS_URL,
     topic,
     partitions: 3,
-    consumer: `${name}${topic.slice(-6)}`,
-    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000' },
+    consumer,
+    env: { POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000', POSTBOX_PARTITION_LEASE_MS: '6000' },
   });
   pipelines.push(p);
   await p.setup();
@@ -74,17 +76,17 @@ test(`broker SIGKILL mid-stream, ${KILLS} times, restarted after 5 s: every role
   const { p, roles } = await pipelineFor('bkill');
   await sleep(8000);
   for (let i = 0; i < KILLS; i++) {
-    await kafka.kafka!.signal('SIGKILL');
-    await kafka.kafka!.waitForExit();
+    await broker.server.signal('SIGKILL');
+    await broker.server.waitForExit();
     await sleep(5000);
-    await restart(kafka.kafka!);
+    await restart(broker.server);
     await sleep(8000);
     assertAlive(roles, `after broker kill ${i + 1}`);
   }
   await stopGracefully(roles[0]!, 'writer', 'writer started');
   const report = await p.settle(180_000);
   assertAlive(roles.slice(1), 'after the broker kills');
-  recordScenario({ scenario: 'kafka.sigkill', iterations: KILLS, report });
+  recordScenario({ scenario: `${broker.kind}.sigkill`, iterations: KILLS, report });
 });
 
 test(`broker SIGSTOP for ${PAUSE_MS / 1000} s (requests hang, nothing answers), then SIGCONT: no tight loop, everything resumes`, {
@@ -93,7 +95,7 @@ test(`broker SIGSTOP for ${PAUSE_MS / 1000} s (requests hang, nothing answers), 
   const { p, roles } = await pipelineFor('bstop');
   await sleep(8000);
   const before = await maxAttempts(p);
-  await kafka.kafka!.signal('SIGSTOP');
+  await broker.server.signal('SIGSTOP');
   try {
     await sleep(PAUSE_MS);
     const during = await maxAttempts(p);
@@ -101,11 +103,11 @@ test(`broker SIGSTOP for ${PAUSE_MS / 1000} s (requests hang, nothing answers), 
     assert.ok(during - before <= 4 + PAUSE_MS / 5000, `relay attempts while the broker hung: ${before} → ${during}`);
     assertAlive(roles, 'while the broker was stopped');
   } finally {
-    await kafka.kafka!.signal('SIGCONT');
+    await broker.server.signal('SIGCONT');
   }
   await sleep(5000);
   await stopGracefully(roles[0]!, 'writer', 'writer started');
   const report = await p.settle(240_000);
   assertAlive(roles.slice(1), 'after the pause');
-  recordScenario({ scenario: 'kafka.sigstop', iterations: 1, report });
+  recordScenario({ scenario: `${broker.kind}.sigstop`, iterations: 1, report });
 });
