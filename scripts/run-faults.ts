@@ -109,7 +109,7 @@ do {
             ...process.env,
             POSTBOX_FAULT_ITERATIONS: String(iterations),
             POSTBOX_FAULT_KILL_LOOP_MS: String(killLoopMs),
-            // Longer than `npm test` runs them (30 s and 15 s there, to keep the suite within its time).
+            // Longer than `npm test` runs them (20 s, 10 s and 25 s there, to keep the suite within its time).
             POSTBOX_FAULT_OUTAGE_MS: process.env.POSTBOX_FAULT_OUTAGE_MS ?? '60000',
             POSTBOX_FAULT_PAUSE_MS: process.env.POSTBOX_FAULT_PAUSE_MS ?? '30000',
             POSTBOX_FAULT_STORM_MS: process.env.POSTBOX_FAULT_STORM_MS ?? '45000',

@@ -83,9 +83,18 @@ export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): Loca
  * it outlives the node). Nothing else registers on that port.
  */
 export async function stopEpmd(port: number): Promise<void> {
-  await run('epmd', ['-kill'], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ERL_EPMD_PORT: String(port) },
-  }).catch(() => {});
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ERL_EPMD_PORT: String(port) };
+  // epmd refuses to die while a node is registered ("Killing not allowed - living nodes in database"), and a node
+  // just killed stays registered until epmd has seen its connection close: asked again until it is gone.
+  for (let attempt = 0; attempt < 20; attempt++) {
+    // Exit 1 either way: "not allowed" (a node registered) is the one to wait out; anything else means no epmd.
+    const killed = await run('epmd', ['-kill'], { env, timeoutMs: 5000 }).then(
+      () => true,
+      (cause: unknown) => !/not allowed/i.test((cause as Error).message),
+    );
+    if (killed) return;
+    await sleep(250);
+  }
 }
 
 async function requireServer(): Promise<void> {

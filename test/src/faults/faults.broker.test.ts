@@ -17,10 +17,10 @@ import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
 // The broker itself fails mid-stream (a private one; the shared stack's broker is never touched; Kafka, or the
-// broker of POSTBOX_FAULT_BROKER: `npm run test:faults -- --broker nats|rabbitmq`): SIGKILL and a restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (15 s in `npm test`, 30 s in `npm run test:faults`) and
+// broker of POSTBOX_FAULT_BROKER: `npm run test:faults -- --broker nats|rabbitmq`): SIGKILL and a restart, then SIGSTOP for POSTBOX_FAULT_PAUSE_MS (10 s in `npm test`, 30 s in `npm run test:faults`) and
 // SIGCONT. The writer, relay and consumer are never restarted by the test: they must ride it out, back off without
 // a tight loop, and resume.
-const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 15_000);
+const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 10_000);
 const KILLS = Math.max(2, Math.ceil(faultIterations() / 10));
 
 let db: TestDatabase;

@@ -141,7 +141,7 @@ test('a group queue of another shape (a classic queue) is refused by name at sta
   closing.push(s);
   await assert.rejects(s.start(new RecordingSink()), (e: Error) => {
     assert.equal(e.name, 'ConfigError');
-    assert.match(e.message, /rmq-shape\.g-shape\.0 exists with another shape/);
+    assert.match(e.message, /rmq-shape:g-shape:0 exists with another shape/);
     return true;
   });
 });

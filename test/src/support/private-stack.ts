@@ -77,8 +77,16 @@ process.on('exit', () => {
     }
   }
   for (const dir of mounts) spawnSync('umount', ['-l', dir]);
+  // A node just killed stays registered until its epmd sees the connection close: asked again for a while.
   for (const port of epmdPorts.values())
-    spawnSync('epmd', ['-kill'], { env: { ...process.env, ERL_EPMD_PORT: String(port) } });
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const r = spawnSync('epmd', ['-kill'], {
+        env: { ...process.env, ERL_EPMD_PORT: String(port) },
+        encoding: 'utf8',
+      });
+      if (!/not allowed/i.test(r.stdout ?? '')) break;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
 });
 
 export async function freePort(): Promise<number> {

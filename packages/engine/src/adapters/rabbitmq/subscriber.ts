@@ -36,7 +36,7 @@ const key = (p: TopicPartition) => `${p.topic}:${p.partition}`;
 
 /**
  * Subscriber over RabbitMQ (docs/brokers.md). A consumer group reads each partition of a topic from its own
- * quorum queue (`<topic>.<group>.<p>`, declared at start), on a channel of its own (queue-reader.ts): prefetch
+ * quorum queue (`<topic>:<group>:<p>`, declared at start), on a channel of its own (queue-reader.ts): prefetch
  * bounds what is in flight, and a commit is one multiple-ack of every delivery below the committed offset — the
  * watermark commit. Offsets are this subscriber's count of deliveries per partition (queues have no positions):
  * increasing, and new for a message delivered again. Which member reads which partition comes from `assignment`

@@ -12,16 +12,18 @@ export interface RabbitTopicSpec {
 /**
  * RabbitMQ's shape of a topic (docs/brokers.md): a durable direct exchange named for the topic (the partition
  * count is POSTBOX_TOPICS': RabbitMQ does not compare an exchange's arguments, so it cannot hold it); and, for
- * each consumer group, one quorum queue per partition, `<topic>.<group>.<p>`, bound with
+ * each consumer group, one quorum queue per partition, `<topic>:<group>:<p>`, bound with
  * routing key `<p>`, single-active-consumer, so a partition's messages reach one consumer, in order. A message
  * published while no queue is bound for its partition reaches nobody (RabbitMQ keeps no log): the publisher
  * reports it as failed for good, never as confirmed.
  */
 export function queueName(topic: string, group: string, partition: number): string {
-  return `${topic}.${group}.${partition}`;
+  return `${topic}:${group}:${partition}`;
 }
 
-// Queue and exchange names: up to 255 bytes of anything, but the names here are also routing material.
+// Queue and exchange names: up to 255 bytes of anything, but the names here are also routing material. No `:` in
+// a topic or group, so that a queue name says which topic and group it is (with `.`, topic `a.b` of group `c` and
+// topic `a` of group `b.c` would share one queue).
 const NAME = /^[A-Za-z0-9_.-]+$/;
 
 /**
