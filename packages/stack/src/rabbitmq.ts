@@ -32,6 +32,12 @@ export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): Loca
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: rabbitmq.home,
     ERL_EPMD_PORT: String(ports.epmd),
+    // The node's epmd and its distribution port on loopback only, as its AMQP listener (they bind every interface
+    // by default; the private cookie is then all that guards the node).
+    ERL_EPMD_ADDRESS: HOST,
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS: '-kernel inet_dist_use_interface {127,0,0,1}',
+    // The node's log to standard output, which is `logFile`: where the stack points when a start fails.
+    RABBITMQ_LOGS: '-',
     RABBITMQ_NODENAME: `postbox-${ports.amqp}@localhost`,
     RABBITMQ_NODE_IP_ADDRESS: HOST,
     RABBITMQ_NODE_PORT: String(ports.amqp),

@@ -1,5 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { AMQPClient, type AMQPBaseClient } from '@cloudamqp/amqp-client';
 import { chosenBroker, rabbitmqAnswers, type PrivateServer } from '@postbox/stack';
@@ -57,4 +59,18 @@ test('the private RabbitMQ answers AMQP 0-9-1; a confirmed persistent message in
   const message = await again.basicGet('durable-check', { noAck: true });
   assert.equal(message?.bodyToString(), 'kept');
   assert.equal(message?.properties.messageId, 'm-1');
+});
+
+test('the node, its distribution port and its epmd listen on the loopback interface only', async () => {
+  const pid = await rabbitmq.pid();
+  assert.ok(pid !== undefined, 'the node runs');
+  const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  const epmdPort = args[args.indexOf('-epmd_port') + 1];
+  assert.ok(epmdPort, `the node names its epmd port: ${args.join(' ')}`);
+  const listening = spawnSync('ss', ['-ltnpH'], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter((line) => line.includes(`pid=${pid},`) || line.split(/\s+/)[3]?.endsWith(`:${epmdPort}`));
+  // AMQP, distribution, epmd.
+  assert.ok(listening.length >= 3, listening.join('\n'));
+  for (const line of listening) assert.match(line.split(/\s+/)[3] ?? '', /^(127\.0\.0\.1|\[::1\]):\d+$/, line);
 });
