@@ -21,7 +21,7 @@ import { stack as shared } from '../support/stack.ts';
 // SIGCONT. The writer, relay and consumer are never restarted by the test: they must ride it out, back off without
 // a tight loop, and resume.
 const PAUSE_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 10_000);
-const KILLS = Math.max(2, Math.ceil(faultIterations() / 10));
+const KILLS = Math.max(1, Math.ceil(faultIterations(10) / 10));
 
 let db: TestDatabase;
 let broker: FaultBroker;

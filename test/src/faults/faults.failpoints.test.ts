@@ -15,9 +15,9 @@ import { failpointLoop, type FailpointLoopResult } from './support/failpoint-loo
 // restarting its process as soon as it died), then operator replays at replay.mid-batch. The broker is private
 // (its short group.min.session.timeout lets a restarted consumer rejoin in seconds); PostgreSQL and Redis are the
 // shared stack's (nothing here stops them). Ends with the verifier's final check.
-// 4 kills per failpoint in `npm test` (the suite must stay under 30 minutes with the saga, reconciliation and
+// 3 kills per failpoint in `npm test` (the suite must stay under 30 minutes with the saga, reconciliation and
 // broker conformance cases in it); `npm run test:faults` runs its --iterations (default 20).
-const ITERATIONS = faultIterations(4);
+const ITERATIONS = faultIterations(3);
 const STUCK = Math.max(12, ITERATIONS * 3);
 const PARTITIONS = 4;
 

@@ -12,7 +12,7 @@ import { stack as shared } from '../support/stack.ts';
 // gone) mid-stream and comes back after 5 s with crash recovery — a private server, the shared one is never
 // touched. Writer, relay and consumer are not restarted by the test: every role must reconnect by itself, lose
 // nothing and leave no lease stuck.
-const STOPS = Math.max(2, Math.ceil(faultIterations() / 10));
+const STOPS = Math.max(1, Math.ceil(faultIterations(10) / 10));
 
 let pg: PrivateStack;
 let db: TestDatabase;

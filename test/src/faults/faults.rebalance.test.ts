@@ -13,6 +13,7 @@ import { stack as shared } from '../support/stack.ts';
 // members of the group at any time, so partitions move while batches are in flight. A private broker (its short
 // group.min.session.timeout lets the group settle in seconds); the verifier has the last word.
 const STORM_MS = faultDuration('POSTBOX_FAULT_STORM_MS', 25_000);
+const MIN_LEAVES = 3;
 const READY = 'postbox consume:';
 
 let db: TestDatabase;
@@ -50,8 +51,11 @@ test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving ev
   const members: RoleProcess[] = [p.consumer()];
   let joins = 1;
   let leaves = 0;
-  const until = Date.now() + STORM_MS;
-  while (Date.now() < until) {
+  const started = Date.now();
+  const until = started + STORM_MS;
+  // The storm lasts its time and has at least three graceful leaves (the dice gave two in 25 s once): a leave is
+  // at least an even chance at each step, and certain at four members, so this ends within a few steps.
+  while (Date.now() < until || leaves < MIN_LEAVES) {
     await sleep(1500 + Math.random() * 2500);
     for (const m of members)
       assert.ok(alive(m), `a consumer died by itself (exit ${m.child.exitCode}):\n${m.output().slice(-3000)}`);
@@ -65,6 +69,7 @@ test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving ev
       leaves++;
     }
   }
+  const stormSeconds = Math.round((Date.now() - started) / 1000);
   await stopGracefully(writer, 'writer', 'writer started');
   const report = await p.settle(240_000);
   const c = report.consumers[0]!;
@@ -72,9 +77,6 @@ test(`rebalance storm for ${STORM_MS / 1000} s (consumers joining and leaving ev
   assert.equal(c.appliedTwice!.count, 0);
   assert.equal(c.outOfOrder.count, 0);
   assert.ok(c.events > 500, `load ran through the storm (${c.events} events)`);
-  console.log(
-    `# rebalance storm: ${joins} joins, ${leaves} graceful leaves in ${STORM_MS / 1000} s; ${c.events} events`,
-  );
-  assert.ok(leaves >= 3, `members left during the storm (${leaves})`);
+  console.log(`# rebalance storm: ${joins} joins, ${leaves} graceful leaves in ${stormSeconds} s; ${c.events} events`);
   recordScenario({ scenario: 'rebalance-storm', iterations: joins + leaves, report });
 });

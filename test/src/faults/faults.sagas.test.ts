@@ -20,9 +20,9 @@ import { failpointLoop } from './support/failpoint-loop.ts';
 // a reply consumer after its transitions committed and before its offsets, the saga service after a timer's
 // transition committed. Redis (the consumers' retry scheduler) is wiped while timers wait. Ends with every saga
 // ended, the verifier's saga and consumer checks, and every participant effect counted.
-// 4 kills per boundary in `npm test` (each run is a process start and a group join: 20 × 3 loops take three to
+// 3 kills per boundary in `npm test` (each run is a process start and a group join: 20 × 3 loops take three to
 // four minutes); `npm run test:faults` runs its --iterations (default 20).
-const ITERATIONS = faultIterations(4);
+const ITERATIONS = faultIterations(3);
 const prefix = uniqueTopic('sagafault');
 const SERVICE = fileURLToPath(new URL('./fixtures/saga/saga-service.ts', import.meta.url));
 const CONSUMER = fileURLToPath(new URL('./fixtures/saga/saga-consumer.ts', import.meta.url));
