@@ -1,3 +1,4 @@
+import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -25,7 +26,7 @@ export async function drainScenario(bench: Bench): Promise<void> {
 }
 
 async function drainOn({ options, report }: Bench, broker: BenchBroker): Promise<void> {
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
+  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
   const events = options.pipelineEvents;
   const names = PER_BROKER[broker];
   const db = await benchDatabase(4);

@@ -1,3 +1,4 @@
+import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -15,7 +16,7 @@ import { startRoles, untilCommitted } from '../workload/roles.ts';
  */
 export async function e2eScenario({ options, report }: Bench): Promise<void> {
   const concurrency = (report.results.baselines.producer?.bestConnections as number | undefined) ?? 32;
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? 2;
+  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
   const events = options.pipelineEvents;
   const db = await benchDatabase(concurrency);
   const topic = await benchTopic('e2e', options.partitions);

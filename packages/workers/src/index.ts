@@ -19,5 +19,11 @@ export {
   SEND_LINK_LIMIT,
   type ThreadTelemetryOptions,
 } from './thread-telemetry.ts';
-export { startRelay, awaitTopics, type RelayRuntimeOptions, type RunningRelay } from './runtime/relay.ts';
+export {
+  startRelay,
+  awaitTopics,
+  DEFAULT_RELAY_THREADS,
+  type RelayRuntimeOptions,
+  type RunningRelay,
+} from './runtime/relay.ts';
 export { startConsumer, type ConsumerRuntimeOptions } from './runtime/consumer.ts';

@@ -5,7 +5,7 @@ import type { ThreadTelemetryOptions } from './thread-telemetry.ts';
 /** What a publish worker thread needs to open its own connections. Plain data: it is structured-cloned. */
 export interface PublishWorkerData {
   databaseUrl: string;
-  /** @defaultValue 2: a thread runs one cycle at a time; one spare for the settle after a slow publish */
+  /** One connection per cycle the thread runs at once, and one spare for a settle after a slow publish. */
   databasePoolSize: number;
   broker: BrokerConnection;
   /** Partitions per topic, as the broker has them (NATS needs them to place a key). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `postbox` command. Sub-commands live in ../cli; this file only dispatches and reports errors.
 import { PostboxError } from '@postbox/engine';
+import { restartWithRoleHeap } from './role-heap.ts';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> }> = {
   start: {
@@ -71,6 +72,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`postbox: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
+  // Before the command is loaded or opens anything: a role restarts itself in place with its heap bound.
+  restartWithRoleHeap(argv);
   return (await command.load())(rest);
 }
 

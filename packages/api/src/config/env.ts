@@ -3,7 +3,7 @@ import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/eng
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { parseNatsServers } from '@postbox/engine/nats';
 import { chosenBroker, type StackBroker, type StackEnv } from '@postbox/stack';
-import type { BrokerConnection } from '@postbox/workers';
+import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 
 /**
  * Every setting Postbox reads from the environment, resolved once and validated with messages that say how to
@@ -53,6 +53,7 @@ export function readConfig(
 ): PostboxConfig {
   const relay = {
     batchSize: optionalInt(env, 'POSTBOX_RELAY_BATCH_SIZE'),
+    maxBatchBytes: optionalInt(env, 'POSTBOX_RELAY_BATCH_BYTES'),
     leaseMs: optionalInt(env, 'POSTBOX_RELAY_LEASE_MS'),
     laneLeaseMs: optionalInt(env, 'POSTBOX_RELAY_LANE_LEASE_MS'),
     pollMs: optionalInt(env, 'POSTBOX_RELAY_POLL_MS'),
@@ -71,7 +72,7 @@ export function readConfig(
     broker: brokerConnection(chosenBroker(env), stack, kafka),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
-    relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? 2,
+    relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? DEFAULT_RELAY_THREADS,
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
     demoSagaRate: optionalRate(env, 'POSTBOX_DEMO_SAGA_RATE') ?? 2,

@@ -25,6 +25,11 @@ export interface ClaimRequest {
   lanes: number[];
   owner: string;
   limit: number;
+  /**
+   * Payload bytes the batch may hold: rows are taken while the bytes before them are under it, so a batch holds at
+   * least one row and ends past the limit by less than its last row.
+   */
+  maxBytes: number;
   leaseMs: number;
 }
 
@@ -32,7 +37,8 @@ export interface ClaimRequest {
  * Reads the heads of lanes: per lane, rows in sequence order that are pending and due (or written `publishing`
  * by a relay from before migration 0014 whose lease expired), stopping at the first row of the lane that is
  * neither — a row waiting out its backoff, or one such an older relay still leases; up to `limit` rows over all
- * the lanes, lowest sequence first (so each lane's share is a prefix of its head). Only lanes whose lease `owner`
+ * the lanes, lowest sequence first (so each lane's share is a prefix of its head), and while the payload bytes
+ * before a row are under `maxBytes` (a batch of large events stays bounded in the relay's memory). Only lanes whose lease `owner`
  * holds are read, so a relay that lost a lane reads nothing in it. Several lanes in one claim is how a relay
  * under a live load sends one batch for what committed across its lanes.
  *
@@ -50,9 +56,10 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
       FROM relay_lane l JOIN relay_lane_inflight f ON f.lane = l.lane
       WHERE l.lane = ANY (${r.lanes}::smallint[]) AND l.owner = ${r.owner} AND l.lease_until > now()
     ), head AS (
-      SELECT h.event_id, h.seq, h.lane, h.ready
+      SELECT h.event_id, h.seq, h.lane, h.ready, h.bytes
       FROM owned l CROSS JOIN LATERAL (
-        SELECT event_id, seq, lane,
+        -- octet_length reads a stored payload's size from its header: nothing is detoasted here.
+        SELECT event_id, seq, lane, octet_length(payload) AS bytes,
                (status = 'pending' AND available_at <= now()) OR (status = 'publishing' AND lease_until < now()) AS ready
         FROM message_outbox
         WHERE lane = l.lane AND status IN ('pending', 'publishing')
@@ -61,12 +68,17 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
       ) h
     ), blocked AS (
       SELECT lane, min(seq) AS first FROM head WHERE NOT ready GROUP BY lane
-    ), picked AS (
-      SELECT h.event_id, h.seq, h.lane
+    ), counted AS (
+      SELECT h.event_id, h.seq, h.lane, h.bytes
       FROM head h LEFT JOIN blocked b ON b.lane = h.lane
       WHERE h.ready AND (b.first IS NULL OR h.seq < b.first)
       ORDER BY h.seq
       LIMIT ${r.limit}
+    ), sized AS (
+      SELECT event_id, seq, lane, sum(bytes) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - bytes AS before
+      FROM counted
+    ), picked AS (
+      SELECT event_id, seq, lane FROM sized WHERE before < ${r.maxBytes}
     ), sending AS (
       UPDATE relay_lane_inflight AS f
       SET owner = ${r.owner}, sending_to = t.top,

@@ -28,6 +28,8 @@ export interface LaneTask {
 export interface CycleResult {
   lanes: number[];
   claimed: number;
+  /** The claim stopped at a limit (batchSize or maxBatchBytes): its lanes may hold more rows ready now. */
+  full: boolean;
   /** Rows claimed per lane (lanes that had none are absent). */
   claimedByLane: Record<number, number>;
   published: number;
@@ -90,6 +92,7 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
   const result: CycleResult = {
     lanes: task.lanes,
     claimed: 0,
+    full: false,
     claimedByLane: {},
     published: 0,
     rescheduled: 0,
@@ -102,9 +105,11 @@ export async function runLaneCycle(deps: CycleDeps, task: LaneTask): Promise<Cyc
     lanes: task.lanes,
     owner: task.owner,
     limit: options.batchSize,
+    maxBytes: options.maxBatchBytes,
     leaseMs: options.leaseMs,
   });
   result.claimed = rows.length;
+  result.full = rows.length >= options.batchSize || payloadBytes(rows) >= options.maxBatchBytes;
   if (rows.length === 0) return result;
   for (const row of rows) result.claimedByLane[row.lane!] = (result.claimedByLane[row.lane!] ?? 0) + 1;
   const claimedLanes = Object.keys(result.claimedByLane).map(Number);
@@ -307,4 +312,10 @@ async function publishWithin(
 
 function describe(error: PostboxError, attempts: number): string {
   return `${error.code} (${error.kind}, attempt ${attempts}): ${error.message}`.slice(0, 2000);
+}
+
+function payloadBytes(rows: ClaimedRow[]): number {
+  let bytes = 0;
+  for (const row of rows) bytes += row.payload.length;
+  return bytes;
 }

@@ -5,6 +5,11 @@ import { defaultBackoff, type BackoffOptions } from '../retry/backoff.ts';
 export interface RelayOptions {
   /** Rows per claim (one publish call). @defaultValue 500 */
   batchSize: number;
+  /**
+   * Payload bytes per claim: a batch ends at the row that reaches it (at least one row). Bounds what a cycle holds
+   * in memory: `maxInFlight` batches of large events would otherwise be up to 500 MiB each. @defaultValue 8 MiB
+   */
+  maxBatchBytes: number;
   /** How long a claimed row is reserved; must exceed the publish p99. @defaultValue 30000 */
   leaseMs: number;
   /** Lane leases: a relay that stops renewing loses its lanes after this long. @defaultValue 10000 */
@@ -22,6 +27,7 @@ export interface RelayOptions {
 
 export const defaultRelayOptions: RelayOptions = {
   batchSize: 500,
+  maxBatchBytes: 8 * 1024 * 1024,
   leaseMs: 30_000,
   laneLeaseMs: 10_000,
   pollMs: 1000,
@@ -43,6 +49,7 @@ export function resolveRelayOptions(partial: RelayOptionsInput = {}): RelayOptio
   };
   for (const k of [
     'batchSize',
+    'maxBatchBytes',
     'leaseMs',
     'laneLeaseMs',
     'pollMs',

@@ -311,7 +311,7 @@ export class Relay {
       this.#cycleStreak.succeeded();
       if (result.published > 0) await this.#resumeLanesWaitingForBroker();
       const now = Date.now();
-      const full = result.claimed >= this.#options.batchSize;
+      const full = result.full;
       const paused = new Set(result.pausedLanes);
       lanes.forEach((lane, i) => {
         const state = states[i]!;

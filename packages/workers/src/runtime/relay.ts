@@ -11,12 +11,20 @@ export interface RelayRuntimeOptions {
   /** Topics (Kafka) or streams (NATS) created when missing before the relay starts: never broker auto-create. */
   topics: TopicSpec[];
   relay: RelayOptions;
-  /** Publish worker threads, each with its own producer; 0 publishes on the calling thread. @defaultValue 2 */
+  /** Publish worker threads, each with its own producer; 0 publishes on the calling thread. @defaultValue 0 */
   threads?: number;
   log?: Logger;
   /** Aborting it during start-up (the broker not ready yet) gives up: `startRelay` resolves null. */
   signal?: AbortSignal;
 }
+
+/**
+ * Cycles on the main thread by default. On every broker, in every bench run on a 2-core machine shared with
+ * PostgreSQL and the broker, the main thread relayed as much as or more than 1, 2 or 4 pool threads did, in about
+ * 100 MiB less resident memory (bench/RESULTS.md, 2026-12-06). Threads pay off when the relay has cores of its
+ * own: its publishing is one thread's CPU (kafkajs encodes records in JavaScript).
+ */
+export const DEFAULT_RELAY_THREADS = 0;
 
 /** A started relay and the resources it owns; `stop()` finishes in-flight batches, hands back lanes, closes. */
 export interface RunningRelay {
@@ -34,7 +42,7 @@ export async function startRelay(options: RelayRuntimeOptions): Promise<RunningR
   const partitions = await topicsReady(options, log);
   if (!partitions) return null;
   const sql = connect({ url: options.databaseUrl, max: 4, applicationName: 'postbox-relay' });
-  const threads = options.threads ?? 2;
+  const threads = options.threads ?? DEFAULT_RELAY_THREADS;
   const executor =
     threads === 0
       ? inlineExecutor({ sql, publisher: createPublisher(options.broker, partitions, 'relay'), options: options.relay })
