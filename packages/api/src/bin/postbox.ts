@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `postbox` command. Sub-commands live in ../cli; this file only dispatches and reports errors.
-import { PostboxError } from '@postbox/engine';
+// Nothing of the engine is imported here: a role restarts itself first (role-heap.ts), before anything loads.
 import { restartWithRoleHeap } from './role-heap.ts';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<number>> }> = {
@@ -82,7 +82,9 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    const code = error instanceof PostboxError ? ` [${error.code}]` : '';
+    // PostboxError's code (config_invalid, …), or a system error's (ECONNREFUSED, …).
+    const raw = (error as { code?: unknown })?.code;
+    const code = typeof raw === 'string' ? ` [${raw}]` : '';
     console.error(`postbox: ${(error as Error)?.message ?? String(error)}${code}`);
     if (process.env.POSTBOX_DEBUG) console.error(error);
     process.exitCode = 1;

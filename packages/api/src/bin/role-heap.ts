@@ -1,7 +1,7 @@
 // The main thread's heap bound for the long-running roles. V8 sizes a heap from the machine's memory and collects
 // lazily up to there, so a busy relay or consumer held hundreds of MiB of garbage (docs/operations.md, *Memory*);
 // V8 takes the bound only at process start, so the `postbox` command restarts itself with it, in place.
-import { ConfigError } from '@postbox/engine';
+// Imports nothing of the engine: this runs before the process image that does the work is started.
 
 /** The roles that run for days and are started once per process: `postbox relay`, `postbox consume`. */
 const ROLES = new Set(['relay', 'consume']);
@@ -17,7 +17,7 @@ const HEAP_FLAGS = /--max-old-space-size|--max-semi-space-size|--max-heap-size/;
 /**
  * The V8 flags `command` should start with, or null when none: not a role, `POSTBOX_HEAP_MB=0`, or the operator
  * already chose heap flags (in NODE_OPTIONS or on node's command line), which always win.
- * Throws on a `POSTBOX_HEAP_MB` that is not a whole number of MiB (0, or at least 64).
+ * Throws (code config_invalid, as ConfigError) on a `POSTBOX_HEAP_MB` that is not a whole number of MiB (0, or at least 64).
  */
 export function roleHeapFlags(
   command: string | undefined,
@@ -29,7 +29,8 @@ export function roleHeapFlags(
   const raw = env.POSTBOX_HEAP_MB;
   const mb = raw === undefined || raw === '' ? DEFAULT_HEAP_MB : Number(raw);
   if (!Number.isInteger(mb) || (mb !== 0 && mb < 64)) {
-    throw new ConfigError(`POSTBOX_HEAP_MB must be 0 (V8's default heap) or a whole number of MiB ≥ 64, got "${raw}"`);
+    const message = `POSTBOX_HEAP_MB must be 0 (V8's default heap) or a whole number of MiB ≥ 64, got "${raw}"`;
+    throw Object.assign(new Error(message), { code: 'config_invalid' });
   }
   if (mb === 0) return null;
   return [`--max-old-space-size=${mb}`, `--max-semi-space-size=${SEMI_SPACE_MB}`];
