@@ -2,12 +2,15 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { PostboxError } from '../errors.ts';
-import type { Queryable, Sql } from '../db/connect.ts';
+import type { Sql } from '../db/connect.ts';
+import { onlineSteps, type MigrationStep } from './online.ts';
 
 /**
- * Forward-only migrations: `NNNN_name.sql` files applied in order, all in one transaction under one advisory lock,
- * so processes starting at once apply each file exactly once. A file that was applied and has since changed stops
- * the runner: history is never rewritten, a change is a new file. Each scope is a chain of its own (`postbox`, the
+ * Forward-only migrations: `NNNN_name.sql` files applied in order under one advisory lock, so processes starting at
+ * once apply each file exactly once. Regular files that are missing are applied together in one transaction; an
+ * online file (online.ts) is applied a step at a time, each step committed and recorded, so a long change holds no
+ * lock across its steps and resumes where it stopped. A file that was applied and has since changed stops the
+ * runner: history is never rewritten, a change is a new file. Each scope is a chain of its own (`postbox`, the
  * product's; `demo`, the demo's business tables), numbered from 1.
  */
 export interface MigrateOptions {
@@ -16,6 +19,10 @@ export interface MigrateOptions {
   /** The chain these files belong to. @defaultValue 'postbox' */
   scope?: string;
   log?: (line: string) => void;
+  /** How long an online step waits for a lock before it lets go and tries again (writers queue behind it). @defaultValue 2000 */
+  lockTimeoutMs?: number;
+  /** Attempts of an online step that could not get its locks, 1 s apart. @defaultValue 30 */
+  lockAttempts?: number;
 }
 
 /**
@@ -71,8 +78,9 @@ export async function readMigrations(
 }
 
 /**
- * Applies what is missing, all in one transaction under a transaction-scoped advisory lock: either every
- * missing file is applied or none is, and a second migrator waits, then finds nothing to do.
+ * Applies what is missing under a session advisory lock held on one connection: a second migrator waits, then
+ * finds nothing to do. Regular files go in one transaction per run of consecutive ones (all or none of them); an
+ * online file step by step (applyOnline). Nothing is applied when a file applied before has changed.
  * Returns the versions applied by this call.
  */
 export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<number[]> {
@@ -80,26 +88,78 @@ export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<n
   const scope = options.scope ?? 'postbox';
   const files = await readMigrations(options.directory, scope);
   const done: MigrationFile[] = [];
-  await sql.begin(async (tx) => {
-    await tx`SELECT pg_advisory_xact_lock(${LOCK_KEY})`;
-    await ensureLedger(tx);
-    const rows = await tx<{ version: number; checksum: string }[]>`
-      SELECT version, checksum FROM postbox_migration WHERE scope = ${scope}`;
-    const applied = new Map(rows.map((r) => [r.version, r.checksum]));
-    for (const file of files) {
-      const checksum = applied.get(file.version);
-      if (checksum !== undefined) {
-        if (checksum !== file.checksum) {
-          throw new PostboxError(
-            'migration_changed',
-            'permanent',
-            `${scope} migration ${file.version}_${file.name} was changed after it was applied; add a new migration instead`,
-          );
+  const conn = await sql.reserve();
+  try {
+    await conn`SELECT pg_advisory_lock(${LOCK_KEY})`;
+    try {
+      const applied = await inTransaction(conn, async () => {
+        await ensureLedger(conn);
+        return conn<{ version: number; checksum: string }[]>`
+          SELECT version, checksum FROM postbox_migration WHERE scope = ${scope}`;
+      });
+      const pending = unapplied(files, new Map(applied.map((r) => [r.version, r.checksum])), scope);
+      let regular: MigrationFile[] = [];
+      for (const file of pending) {
+        const steps = onlineSteps(`${file.version}_${file.name}.sql`, file.text);
+        if (!steps) {
+          regular.push(file);
+          continue;
         }
-        continue;
+        done.push(...(await applyRegular(conn, scope, regular)));
+        regular = [];
+        await applyOnline(conn, scope, file, steps, options, log);
+        done.push(file);
       }
+      done.push(...(await applyRegular(conn, scope, regular)));
+    } finally {
+      await conn`SELECT pg_advisory_unlock(${LOCK_KEY})`.catch(() => {});
+    }
+  } finally {
+    conn.release();
+  }
+  for (const f of done)
+    log(`applied ${scope === 'postbox' ? '' : `${scope} `}${String(f.version).padStart(4, '0')}_${f.name}`);
+  if (done.length === 0) log(`${scope === 'postbox' ? '' : `${scope} `}up to date (${files.length} migrations)`);
+  return done.map((f) => f.version);
+}
+
+type Reserved = Awaited<ReturnType<Sql['reserve']>>;
+
+/** BEGIN … COMMIT on the reserved connection (postgres.js's begin() would lease another connection). */
+async function inTransaction<T>(conn: Reserved, fn: () => Promise<T>): Promise<T> {
+  await conn.unsafe('BEGIN');
+  try {
+    const result = await fn();
+    await conn.unsafe('COMMIT');
+    return result;
+  } catch (cause) {
+    await conn.unsafe('ROLLBACK').catch(() => {});
+    throw cause;
+  }
+}
+
+/** The files still to apply, in order; throws (nothing applied) when one applied before has changed since. */
+function unapplied(files: MigrationFile[], applied: Map<number, string>, scope: string): MigrationFile[] {
+  for (const file of files) {
+    const checksum = applied.get(file.version);
+    if (checksum !== undefined && checksum !== file.checksum) {
+      throw new PostboxError(
+        'migration_changed',
+        'permanent',
+        `${scope} migration ${file.version}_${file.name} was changed after it was applied; add a new migration instead`,
+      );
+    }
+  }
+  return files.filter((f) => !applied.has(f.version));
+}
+
+/** Regular files in one transaction: every one of them is applied, or none. */
+async function applyRegular(conn: Reserved, scope: string, files: MigrationFile[]): Promise<MigrationFile[]> {
+  if (files.length === 0) return [];
+  await inTransaction(conn, async () => {
+    for (const file of files) {
       try {
-        await tx.unsafe(file.text).simple();
+        await conn.unsafe(file.text).simple();
       } catch (cause) {
         throw new PostboxError(
           'migration_failed',
@@ -108,21 +168,101 @@ export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<n
           { cause },
         );
       }
-      await tx`INSERT INTO postbox_migration (scope, version, name, checksum) VALUES (${scope}, ${file.version}, ${file.name}, ${file.checksum})`;
-      done.push(file);
+      await recordFile(conn, scope, file);
     }
   });
-  for (const f of done)
-    log(`applied ${scope === 'postbox' ? '' : `${scope} `}${String(f.version).padStart(4, '0')}_${f.name}`);
-  if (done.length === 0) log(`${scope === 'postbox' ? '' : `${scope} `}up to date (${files.length} migrations)`);
-  return done.map((f) => f.version);
+  return files;
+}
+
+async function recordFile(conn: Reserved, scope: string, file: MigrationFile): Promise<void> {
+  await conn`INSERT INTO postbox_migration (scope, version, name, checksum) VALUES (${scope}, ${file.version}, ${file.name}, ${file.checksum})`;
+}
+
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/**
+ * An online file: each step not yet recorded runs with a lock timeout — a step that cannot get its locks lets go
+ * (so the writers queued behind it go on) and tries again a second later, up to `lockAttempts` times. A step in a
+ * transaction is recorded in that transaction; a no-transaction step just after it. The file is recorded after
+ * its last step. A step recorded before whose text has changed stops the runner, as a changed file does.
+ */
+async function applyOnline(
+  conn: Reserved,
+  scope: string,
+  file: MigrationFile,
+  steps: MigrationStep[],
+  options: MigrateOptions,
+  log: (line: string) => void,
+): Promise<void> {
+  const label = `${scope} migration ${file.version}_${file.name}`;
+  const recorded = await conn<{ step: string; checksum: string }[]>`
+    SELECT step, checksum FROM postbox_migration_step WHERE scope = ${scope} AND version = ${file.version}`;
+  const stepsDone = new Map(recorded.map((r) => [r.step, r.checksum]));
+  const timeoutMs = Math.max(1, Math.trunc(options.lockTimeoutMs ?? 2000));
+  const attempts = Math.max(1, options.lockAttempts ?? 30);
+  await conn.unsafe(`SET lock_timeout = '${timeoutMs}ms'`);
+  try {
+    for (const step of steps) {
+      const before = stepsDone.get(step.name);
+      if (before !== undefined) {
+        if (before !== step.checksum)
+          throw new PostboxError(
+            'migration_changed',
+            'permanent',
+            `${label}, step ${step.name} was changed after it was applied`,
+          );
+        continue;
+      }
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await runStep(conn, scope, file.version, step);
+          log(`${label}: step ${step.name} done`);
+          break;
+        } catch (cause) {
+          const waited = (cause as { code?: string }).code === LOCK_NOT_AVAILABLE;
+          if (waited && attempt < attempts) {
+            log(
+              `${label}: step ${step.name} could not get its locks in ${timeoutMs} ms (attempt ${attempt}); trying again`,
+            );
+            await new Promise((r) => setTimeout(r, 1000));
+            continue;
+          }
+          const why = waited
+            ? `could not get its locks in ${attempts} attempts of ${timeoutMs} ms`
+            : (cause as Error).message;
+          throw new PostboxError('migration_failed', 'permanent', `${label}, step ${step.name} failed: ${why}`, {
+            cause,
+          });
+        }
+      }
+    }
+    await recordFile(conn, scope, file);
+  } finally {
+    await conn.unsafe('RESET lock_timeout').catch(() => {});
+  }
+}
+
+async function runStep(conn: Reserved, scope: string, version: number, step: MigrationStep): Promise<void> {
+  const record = () => conn`
+    INSERT INTO postbox_migration_step (scope, version, step, checksum)
+    VALUES (${scope}, ${version}, ${step.name}, ${step.checksum})
+    ON CONFLICT DO NOTHING`;
+  if (!step.transaction) {
+    await conn.unsafe(step.sql).simple();
+    await record();
+    return;
+  }
+  await inTransaction(conn, async () => {
+    await conn.unsafe(step.sql).simple();
+    await record();
+  });
 }
 
 /**
  * The runner's own table, created or brought up to date under the lock: before scopes, it was keyed by version
  * alone; its rows then all belong to the product chain.
  */
-async function ensureLedger(tx: Queryable): Promise<void> {
+async function ensureLedger(tx: Reserved): Promise<void> {
   await tx`
     CREATE TABLE IF NOT EXISTS postbox_migration (
       scope text NOT NULL DEFAULT 'postbox',
@@ -133,6 +273,15 @@ async function ensureLedger(tx: Queryable): Promise<void> {
       PRIMARY KEY (scope, version)
     )`;
   await tx`ALTER TABLE postbox_migration ADD COLUMN IF NOT EXISTS scope text NOT NULL DEFAULT 'postbox'`;
+  await tx`
+    CREATE TABLE IF NOT EXISTS postbox_migration_step (
+      scope text NOT NULL,
+      version integer NOT NULL,
+      step text NOT NULL,
+      checksum text NOT NULL,
+      done_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (scope, version, step)
+    )`;
   const [key] = await tx<{ columns: number }[]>`
     SELECT i.indnkeyatts::int AS columns FROM pg_index i
     WHERE i.indrelid = 'postbox_migration'::regclass AND i.indisprimary`;
