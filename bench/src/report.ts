@@ -1,3 +1,4 @@
+import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import type { BenchOptions } from './options.ts';
 import type { Environment } from './environment.ts';
 
@@ -47,6 +48,11 @@ export class Report {
 
   peer(name: string): number | null {
     return (this.results.peers[name]?.eventsPerSecond as number | undefined) ?? null;
+  }
+
+  /** The relay's pool size for the roles a scenario spawns: the best of this run's relay scenario, or the default. */
+  relayThreads(): number {
+    return (this.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
   }
 }
 

@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits, type Sql } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
@@ -29,7 +28,7 @@ const CONSUMER_TAIL_MS = 20_000;
  * reported, not waited for.
  */
 export async function backlogScenario({ options, report }: Bench): Promise<void> {
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const n = options.backlogEvents;
   const db = await benchDatabase(2);
   const topic = await benchTopic('backlog', options.partitions);

@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -26,7 +25,7 @@ export async function drainScenario(bench: Bench): Promise<void> {
 }
 
 async function drainOn({ options, report }: Bench, broker: BenchBroker): Promise<void> {
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const events = options.pipelineEvents;
   const names = PER_BROKER[broker];
   const db = await benchDatabase(4);

@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -16,7 +15,7 @@ import { startRoles, untilCommitted } from '../workload/roles.ts';
  */
 export async function e2eScenario({ options, report }: Bench): Promise<void> {
   const concurrency = (report.results.baselines.producer?.bestConnections as number | undefined) ?? 32;
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const events = options.pipelineEvents;
   const db = await benchDatabase(concurrency);
   const topic = await benchTopic('e2e', options.partitions);

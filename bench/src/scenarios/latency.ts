@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits, type Sql } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate } from '../report.ts';
@@ -38,7 +37,7 @@ export interface LatencyLevel {
 export async function latencyScenario({ options, report }: Bench): Promise<void> {
   const max = report.results.scenarios.e2e?.eventsPerSecond as number | undefined;
   if (!max) throw new Error('bench: latency needs the e2e maximum; run it with e2e (all and latency do)');
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const db = await benchDatabase(MAX_IN_FLIGHT);
   const topic = await benchTopic('latency', options.partitions);
   const roles = await startRoles(db, {

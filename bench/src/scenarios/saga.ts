@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, transaction, type Sql, type Waker } from '@postbox/engine';
 import type { Consumer } from '@postbox/engine/runtime';
 import { SagaTimerRunner, type SagaDefinition, type SagaOrchestrator } from '@postbox/engine/saga';
@@ -26,7 +25,7 @@ const PRODUCERS = 16;
 export async function sagaScenario({ options, report }: Bench): Promise<void> {
   const e2e = report.results.scenarios.e2e?.eventsPerSecond as number | undefined;
   if (!e2e) throw new Error('bench: saga needs the e2e figure of the same run; run it with e2e (saga and all do)');
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const sagas = Math.max(200, Math.round(options.pipelineEvents / EVENTS_PER_SAGA));
   const db = await benchDatabase(MAX_IN_FLIGHT);
   const prefix = uniqueName('bench-saga');

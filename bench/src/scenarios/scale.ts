@@ -1,4 +1,3 @@
-import { DEFAULT_RELAY_THREADS } from '@postbox/workers';
 import { createWaker, defaultConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -26,7 +25,7 @@ const COUNTS = [1, 2, 3];
  * stable), then times N events; the resident memory of each process is read at the end of its step.
  */
 export async function scaleScenario({ options, report }: Bench): Promise<void> {
-  const relayThreads = (report.results.scenarios.relay?.bestThreads as number | undefined) ?? DEFAULT_RELAY_THREADS;
+  const relayThreads = report.relayThreads();
   const db = await benchDatabase(4);
   try {
     const relays: Record<string, { eventsPerSecond: number; rssMiB: number[] }> = {};

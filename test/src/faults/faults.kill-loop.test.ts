@@ -59,7 +59,8 @@ test(`random kill -9 of writers, relays and consumers for ${DURATION_MS / 1000} 
   ].map((r) => ({ ...r, current: r.start() }));
   const kills: Record<string, number> = { writer: 0, relay: 0, consumer: 0 };
   const until = Date.now() + DURATION_MS;
-  // The loop lasts its time and has killed a relay and a consumer at least once (the dice once picked no relay in 25 s).
+  // The loop lasts its time and has killed a relay and a consumer at least once (the dice once picked no relay
+  // in 25 s).
   while (Date.now() < until || kills.relay === 0 || kills.consumer === 0) {
     await sleep(500 + Math.random() * 2500);
     const role = roles[Math.floor(Math.random() * roles.length)]!;

@@ -17,7 +17,8 @@ const HEAP_FLAGS = /--max-old-space-size|--max-semi-space-size|--max-heap-size/;
 /**
  * The V8 flags `command` should start with, or null when none: not a role, `POSTBOX_HEAP_MB=0`, or the operator
  * already chose heap flags (in NODE_OPTIONS or on node's command line), which always win.
- * Throws (code config_invalid, as ConfigError) on a `POSTBOX_HEAP_MB` that is not a whole number of MiB (0, or at least 64).
+ * Throws (code config_invalid, as ConfigError) on a `POSTBOX_HEAP_MB` that is not a whole number of MiB (0, or at
+ * least 64).
  */
 export function roleHeapFlags(
   command: string | undefined,

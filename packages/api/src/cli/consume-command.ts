@@ -22,8 +22,8 @@ a module whose default export is a consumer definition (defineConsumer(...)) or 
 processes as you like: a consumer's partitions are shared through its Kafka consumer group (on NATS JetStream, by
 leases in PostgreSQL).
 
-Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL, POSTBOX_TOPICS (see README,
-Configuration). The topics of POSTBOX_TOPICS the consumers read are created if missing (as the relay does),
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL,
+POSTBOX_TOPICS (see README, Configuration). The topics of POSTBOX_TOPICS the consumers read are created if missing (as the relay does),
 waiting for the broker to answer. POSTBOX_HEAP_MB: the main thread's heap (default 256; 0 = V8's).
 Options:
   --threads N       worker threads per consumer (0 = on the main thread); overrides the definition

@@ -11,8 +11,9 @@ import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox relay — carry committed outbox events to the broker (run as many as you like; lanes are shared)
 
-Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL, POSTBOX_TOPICS,
-POSTBOX_RELAY_* (see docs/configuration.md), POSTBOX_HEAP_MB (the main thread's heap, default 256; 0 = V8's).
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL,
+POSTBOX_TOPICS, POSTBOX_RELAY_* (see docs/configuration.md), POSTBOX_HEAP_MB (the main thread's heap, default 256;
+0 = V8's).
 Options:
   --threads N   publish worker threads (0 = publish on the main thread); overrides POSTBOX_RELAY_THREADS
   -h, --help    this text

@@ -32,8 +32,8 @@ are not checked (the demo consumer, ${DEMO_CONSUMER}, uses its projection's coun
 --json: the report as JSON; each violation names its invariant (e.g. lost, applied-twice, out-of-order), the
 consumer (null: the log), a count, sample ids and whether only a final check fails on it.
 Exit code: 0 when every check holds, 1 on any violation, 2 on a usage error.
-Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL. On NATS, offsets are stream
-sequences and a group's committed offset is its durable's ack floor + 1.`;
+Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL.
+On NATS, offsets are stream sequences and a group's committed offset is its durable's ack floor + 1.`;
 
 export async function verifyCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({

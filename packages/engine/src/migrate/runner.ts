@@ -19,7 +19,10 @@ export interface MigrateOptions {
   /** The chain these files belong to. @defaultValue 'postbox' */
   scope?: string;
   log?: (line: string) => void;
-  /** How long an online step waits for a lock before it lets go and tries again (writers queue behind it). @defaultValue 2000 */
+  /**
+   * How long an online step waits for a lock before it lets go and tries again (writers queue behind it).
+   * @defaultValue 2000
+   */
   lockTimeoutMs?: number;
   /** Attempts of an online step that could not get its locks, 1 s apart. @defaultValue 30 */
   lockAttempts?: number;

@@ -38,9 +38,9 @@ export interface ClaimRequest {
  * by a relay from before migration 0014 whose lease expired), stopping at the first row of the lane that is
  * neither — a row waiting out its backoff, or one such an older relay still leases; up to `limit` rows over all
  * the lanes, lowest sequence first (so each lane's share is a prefix of its head), and while the payload bytes
- * before a row are under `maxBytes` (a batch of large events stays bounded in the relay's memory). Only lanes whose lease `owner`
- * holds are read, so a relay that lost a lane reads nothing in it. Several lanes in one claim is how a relay
- * under a live load sends one batch for what committed across its lanes.
+ * before a row are under `maxBytes` (a batch of large events stays bounded in the relay's memory). Only lanes
+ * whose lease `owner` holds are read, so a relay that lost a lane reads nothing in it. Several lanes in one claim
+ * is how a relay under a live load sends one batch for what committed across its lanes.
  *
  * Writes nothing per row (migration 0014): the lane owns the rows, and one relay never runs a lane in two
  * cycles at once, so no other claimer can take them. Per lane read, one small row records the batch in flight
