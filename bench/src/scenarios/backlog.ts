@@ -100,9 +100,8 @@ async function sample(
 }
 
 async function deadTuples(sql: Sql): Promise<number> {
-  const [row] = await sql<
-    { n: number }[]
-  >`SELECT coalesce(n_dead_tup, 0)::int AS n FROM pg_stat_user_tables WHERE relname = 'message_outbox'`;
+  const [row] = await sql<{ n: number }[]>`SELECT coalesce(sum(n_dead_tup), 0)::int AS n FROM pg_stat_user_tables
+     WHERE relid IN (SELECT relid FROM pg_partition_tree('message_outbox') WHERE isleaf)`;
   return row?.n ?? 0;
 }
 

@@ -23,7 +23,8 @@ before(async () => {
   await createHandlerTables(db.sql);
   // The statistics know another consumer's rows only; then this consumer's rows arrive, unanalyzed.
   await db.sql`ALTER TABLE consumer_aggregate_version SET (autovacuum_enabled = false)`;
-  await db.sql`ALTER TABLE message_inbox SET (autovacuum_enabled = false)`;
+  // The inbox is partitioned (migration 0017): storage settings belong to its partitions.
+  for (const leaf of await inboxLeaves()) await db.sql`ALTER TABLE ${db.sql(leaf)} SET (autovacuum_enabled = false)`;
   await fill('someone-else');
   await db.sql`ANALYZE consumer_aggregate_version`;
   await db.sql`ANALYZE message_inbox`;
@@ -48,13 +49,25 @@ async function fill(consumer: string): Promise<void> {
     SELECT ${consumer}, gen_random_uuid(), 'agg-' || i, 1 FROM generate_series(1, ${ROWS}) AS i`;
 }
 
-/** Index tuples read from the two tables so far, statistics flushed from the step's backend first. */
+/** The inbox's partitions (the leaves of its partition tree). */
+async function inboxLeaves(): Promise<string[]> {
+  const rows = await db.sql<{ leaf: string }[]>`
+    SELECT relid::regclass::text AS leaf FROM pg_partition_tree('message_inbox') WHERE isleaf`;
+  return rows.map((r) => r.leaf);
+}
+
+/** Index tuples read from the two tables (the inbox's partitions summed) so far, statistics flushed first. */
 async function indexReads(): Promise<{ versions: number; inbox: number }> {
   await one`SELECT pg_stat_force_next_flush()`;
   await one`SELECT 1`;
   const rows = await one<{ relname: string; n: string }[]>`
-    SELECT relname, sum(idx_tup_read)::text AS n FROM pg_stat_user_indexes
-    WHERE relname IN ('consumer_aggregate_version', 'message_inbox') GROUP BY relname`;
+    SELECT CASE WHEN s.relid = 'consumer_aggregate_version'::regclass THEN 'consumer_aggregate_version'
+                ELSE 'message_inbox' END AS relname,
+           sum(s.idx_tup_read)::text AS n
+    FROM pg_stat_user_indexes s
+    WHERE s.relid = 'consumer_aggregate_version'::regclass
+       OR s.relid IN (SELECT relid FROM pg_partition_tree('message_inbox') WHERE isleaf)
+    GROUP BY 1`;
   const of = (table: string) => Number(rows.find((r) => r.relname === table)?.n ?? 0);
   return { versions: of('consumer_aggregate_version'), inbox: of('message_inbox') };
 }

@@ -12,16 +12,21 @@ export interface TestDatabase {
 
 /**
  * A new, migrated database of its own for one test file: tests never share state. On the shared stack's server,
- * or on `serverUrl` (a private server of a fault test).
+ * or on `serverUrl` (a private server of a fault test); `migrateTo` stops the product's chain at that version (an
+ * installation of an older release, to upgrade in the test).
  */
-export async function freshDatabase(prefix = 'pbt', serverUrl = stack.DATABASE_URL): Promise<TestDatabase> {
+export async function freshDatabase(
+  prefix = 'pbt',
+  serverUrl = stack.DATABASE_URL,
+  options: { migrateTo?: number } = {},
+): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(5).toString('hex')}`;
   const admin = connect({ url: serverUrl, max: 1, applicationName: 'postbox-test-admin' });
   await admin.unsafe(`CREATE DATABASE ${name}`);
   await admin.end();
   const url = withDatabase(serverUrl, name);
   const sql = connect({ url, max: 10, applicationName: 'postbox-test' });
-  await migrate(sql);
+  await migrate(sql, { target: options.migrateTo });
   // The suite's handlers write the demo's business tables (orders, the projection): its own chain.
   await migrateDemo(sql);
   return {

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type Sql } from '@postbox/engine';
 import { totals, type CheckOptions, type VerifyReport } from '@postbox/engine/verify';
-import { createHandlerTables, TEST_CONSUMER_MODULE } from './consumer.ts';
+import { createHandlerTables, resetGroupToEarliest, TEST_CONSUMER_MODULE } from './consumer.ts';
 import type { FaultBroker } from './fault-broker.ts';
 import { digest } from './log-digest.ts';
 import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from './processes.ts';
@@ -152,6 +152,28 @@ export class Pipeline {
     } catch (cause) {
       throw new Error(`${(cause as Error).message}\n${await this.diagnose()}`, { cause });
     }
+  }
+
+  /**
+   * The whole topic delivered again to a settled pipeline's consumer: `consumer` (its running process) stops, its
+   * group goes back to the earliest offsets, a new process reads everything once more. Waits until every inbox
+   * row of the consumer counts a duplicate, then settles (the verifier's effect log: nothing applied twice).
+   * Returns the inbox rows before and after (equal when the redelivery was all duplicates).
+   */
+  async redeliverAll(consumer: RoleProcess, timeoutMs = 120_000): Promise<{ before: number; after: number }> {
+    const rows = async (duplicatesOnly: boolean) =>
+      (
+        await this.#sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM message_inbox
+          WHERE consumer_name = ${this.o.consumer} AND (NOT ${duplicatesOnly} OR duplicate_deliveries > 0)`
+      )[0]!.n;
+    const before = await rows(false);
+    await stopGracefully(consumer, 'consumer');
+    await resetGroupToEarliest(`postbox.${this.o.consumer}`, this.o.topic);
+    this.consumer();
+    await waitFor('every event to come again as a duplicate', async () => (await rows(true)) >= before, timeoutMs, 500);
+    await this.settle(timeoutMs, { stuckAfterMs: 30_000 });
+    return { before, after: await rows(false) };
   }
 
   /** What explains a pipeline that did not settle: outbox states and errors, and the processes' last output. */

@@ -10,6 +10,7 @@ import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
+import { startPartitionRole } from './partition-role.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
 
@@ -65,6 +66,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
     console.log(JSON.stringify({ 'consumer-stats': c.stats() }));
   };
   return runRoles(signal, log, async (roles) => {
+    await startPartitionRole(roles, config, log);
     for (const definition of definitions) {
       consumers.push(
         await roles.start(

@@ -5,6 +5,7 @@ import { stackEnv } from '@postbox/stack';
 import { startRelay } from '@postbox/workers';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
+import { startPartitionRole } from './partition-role.ts';
 import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
@@ -36,6 +37,7 @@ export async function relayCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();
   return runRoles(signal, log, async (roles) => {
+    await startPartitionRole(roles, config, log);
     await roles.start(
       'relay',
       () => startRelayOrAbort(config, log, signal),

@@ -17,6 +17,7 @@ import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
+import { startPartitionRole } from './partition-role.ts';
 import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { shutdownSignal } from './signals.ts';
@@ -68,6 +69,7 @@ export async function startCommand(argv: string[]): Promise<number> {
       await migrateDemo(sql, (line) => console.log(`migrate: ${line}`));
     };
     await roles.start('migrations', migrations, async () => {});
+    await startPartitionRole(roles, config, log);
     const topics = async () => {
       if (!(await awaitTopics({ broker: config.broker, topics: [...config.topics, ...sagaTopics], log, signal })))
         throw new StartInterrupted('topics');

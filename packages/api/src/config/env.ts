@@ -2,6 +2,7 @@ import { ConfigError } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { parseNatsServers } from '@postbox/engine/nats';
+import { resolvePartitionOptions, type PartitionOptions } from '@postbox/engine/retention';
 import { chosenBroker, type StackBroker, type StackEnv } from '@postbox/stack';
 import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 
@@ -18,6 +19,8 @@ export interface PostboxConfig {
   topics: TopicSpec[];
   relay: RelayOptions;
   relayThreads: number;
+  /** The outbox's and inbox's time partitions: POSTBOX_PARTITION_PERIOD_S, POSTBOX_PARTITION_AHEAD. */
+  partitions: PartitionOptions;
   logLevel: string;
   demoRate: number;
   /** Order-fulfilment sagas a second the demo starts among its placed orders (0 = none). */
@@ -73,6 +76,12 @@ export function readConfig(
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? DEFAULT_RELAY_THREADS,
+    partitions: resolvePartitionOptions(
+      definedOnly({
+        periodSeconds: optionalInt(env, 'POSTBOX_PARTITION_PERIOD_S', 1),
+        ahead: optionalInt(env, 'POSTBOX_PARTITION_AHEAD', 1),
+      }),
+    ),
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
     demoSagaRate: optionalRate(env, 'POSTBOX_DEMO_SAGA_RATE') ?? 2,

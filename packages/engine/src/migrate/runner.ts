@@ -26,6 +26,8 @@ export interface MigrateOptions {
   lockTimeoutMs?: number;
   /** Attempts of an online step that could not get its locks, 1 s apart. @defaultValue 30 */
   lockAttempts?: number;
+  /** Stops after this version (an upgrade tested from an older schema). @defaultValue every file */
+  target?: number;
 }
 
 /**
@@ -89,7 +91,8 @@ export async function readMigrations(
 export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<number[]> {
   const log = options.log ?? (() => {});
   const scope = options.scope ?? 'postbox';
-  const files = await readMigrations(options.directory, scope);
+  const all = await readMigrations(options.directory, scope);
+  const files = options.target === undefined ? all : all.filter((f) => f.version <= options.target!);
   const done: MigrationFile[] = [];
   const conn = await sql.reserve();
   try {
@@ -218,8 +221,9 @@ async function applyOnline(
       }
       for (let attempt = 1; ; attempt++) {
         try {
+          const started = performance.now();
           await runStep(conn, scope, file.version, step);
-          log(`${label}: step ${step.name} done`);
+          log(`${label}: step ${step.name} done in ${Math.round(performance.now() - started)} ms`);
           break;
         } catch (cause) {
           const waited = (cause as { code?: string }).code === LOCK_NOT_AVAILABLE;

@@ -55,8 +55,9 @@ export async function parkedGaps(
 /**
  * Sends versions [from, to] of an aggregate again: their outbox rows go back to pending, due now, so a relay
  * publishes them once more with the same event ids (every consumer that has them absorbs the duplicate).
- * Rows in flight (pending, publishing) are left alone. Parameters: aggregate, from, to. Rows returned: the
- * versions re-queued. Locks: those outbox rows.
+ * Rows in flight (pending, publishing) are left alone. Found through the key registry (message_outbox_key), one
+ * partition probe per version. Parameters: aggregate, from, to. Rows returned: the versions re-queued. Locks:
+ * those outbox rows.
  */
 export async function requeueOutboxVersions(
   sql: Queryable,
@@ -65,10 +66,11 @@ export async function requeueOutboxVersions(
   to: number,
 ): Promise<number[]> {
   const rows = await sql<{ aggregate_version: string }[]>`
-    UPDATE message_outbox
+    UPDATE message_outbox o
     SET status = 'pending', available_at = now(), lease_until = NULL, lease_owner = NULL
-    WHERE aggregate_id = ${aggregateId} AND aggregate_version BETWEEN ${from} AND ${to}
-      AND status IN ('published', 'failed')
-    RETURNING aggregate_version::text`;
+    FROM message_outbox_key k
+    WHERE k.aggregate_id = ${aggregateId} AND k.aggregate_version BETWEEN ${from} AND ${to}
+      AND o.event_id = k.event_id AND o.status IN ('published', 'failed')
+    RETURNING o.aggregate_version::text`;
   return rows.map((r) => Number(r.aggregate_version)).sort((a, b) => a - b);
 }

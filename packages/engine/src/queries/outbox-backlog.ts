@@ -21,7 +21,9 @@ export async function outboxBacklog(sql: Queryable): Promise<OutboxBacklog> {
     WITH live AS (
       SELECT status, created_at FROM message_outbox_state WHERE stored_status IN ('pending', 'publishing')
     ), est AS (
-      SELECT greatest(reltuples, 0)::bigint AS n FROM pg_class WHERE oid = 'message_outbox'::regclass
+      -- A partitioned table has no statistics of its own: its partitions (the leaves of its tree) have.
+      SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint AS n
+      FROM pg_partition_tree('message_outbox') t JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf
     )
     SELECT
       (SELECT count(*) FROM live WHERE status = 'pending')::int AS pending,

@@ -13,9 +13,10 @@ export interface OutboxFact {
 }
 
 /**
- * The outbox rows of the given (aggregate, version) pairs — one page of a source of truth. Uses the unique
- * (aggregate_id, aggregate_version) index. Parameters: aggregate ids and versions (same length). Returns: the rows
- * that exist (a pair without a row is missing). Locks: none.
+ * The outbox rows of the given (aggregate, version) pairs — one page of a source of truth. Goes through the key
+ * registry (message_outbox_key, migration 0016) to the row's event_id, so each lookup reads one partition.
+ * Parameters: aggregate ids and versions (same length). Returns: the rows that exist (a pair without a row is
+ * missing). Locks: none.
  */
 export async function outboxRowsAt(
   sql: Queryable,
@@ -26,7 +27,8 @@ export async function outboxRowsAt(
     SELECT o.aggregate_id, o.aggregate_version::text, o.event_id, o.status, o.topic, o.created_at, o.published_at,
            left(o.last_error, 300) AS last_error
     FROM unnest(${pairs.map((p) => p.aggregateId)}::text[], ${pairs.map((p) => p.version)}::bigint[]) AS b(id, v)
-    JOIN message_outbox o ON o.aggregate_id = b.id AND o.aggregate_version = b.v`;
+    JOIN message_outbox_key k ON k.aggregate_id = b.id AND k.aggregate_version = b.v
+    JOIN message_outbox o ON o.event_id = k.event_id`;
   return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version) }));
 }
 
@@ -41,11 +43,12 @@ export async function outboxRowAt(
 }
 
 /**
- * Whether the outbox holds the event of (aggregate, version), in the caller's transaction: what a re-emit command
- * asks before it enqueues, so that it is idempotent. Locks: none (the unique index refuses a second row anyway).
+ * Whether the outbox holds (or held: a key outlives its archived row) the event of (aggregate, version), in the
+ * caller's transaction: what a re-emit command asks before it enqueues, so that it is idempotent. Locks: none (the
+ * key registry refuses a second row anyway).
  */
 export async function outboxHas(sql: Queryable, aggregateId: string, version: number): Promise<boolean> {
   const rows = await sql`
-    SELECT 1 FROM message_outbox WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version}`;
+    SELECT 1 FROM message_outbox_key WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version}`;
   return rows.length > 0;
 }

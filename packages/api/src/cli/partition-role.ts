@@ -1,0 +1,24 @@
+import { connect, type Logger } from '@postbox/engine';
+import { PartitionMaintenance } from '@postbox/engine/retention';
+import type { PostboxConfig } from '../config/env.ts';
+import type { RoleSet } from './role-set.ts';
+
+/**
+ * The partitions ahead, kept made by this process (partition-maintenance.ts): every long-running command starts
+ * it, so any one of them running is enough. One connection of its own, idle between checks.
+ */
+export async function startPartitionRole(roles: RoleSet, config: PostboxConfig, log: Logger): Promise<void> {
+  await roles.start(
+    'partitions',
+    async () => {
+      const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-partitions' });
+      const maintenance = new PartitionMaintenance({ sql, options: config.partitions, log });
+      await maintenance.start();
+      return { sql, maintenance };
+    },
+    async ({ sql, maintenance }) => {
+      await maintenance.stop();
+      await sql.end({ timeout: 5 });
+    },
+  );
+}

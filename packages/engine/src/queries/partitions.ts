@@ -1,0 +1,56 @@
+import type { Queryable } from '../db/connect.ts';
+
+/** The tables Postbox partitions by time (migration 0017). */
+export type PartitionedTable = 'message_outbox' | 'message_inbox';
+
+export const PARTITIONED_TABLES: readonly PartitionedTable[] = ['message_outbox', 'message_inbox'];
+
+/**
+ * Makes the missing partitions of the next `ahead` periods of `periodSeconds` each, after the newest one
+ * (postbox_premake_partitions, migration 0017; it serialises callers with a transaction advisory lock per table, so
+ * processes doing it at once make each partition once). Returns: how many it made. Locks: SHARE UPDATE EXCLUSIVE on the
+ * table while a partition is attached (writers go on), the default partition while its rows of a new range move.
+ */
+export async function premakePartitions(
+  sql: Queryable,
+  table: PartitionedTable,
+  periodSeconds: number,
+  ahead: number,
+): Promise<number> {
+  const [row] = await sql<{ made: number }[]>`
+    SELECT postbox_premake_partitions(${table}::regclass, ${periodSeconds} * interval '1 second', ${ahead}) AS made`;
+  return row!.made;
+}
+
+/** One partition of a partitioned table, as the catalog and its statistics describe it. */
+export interface PartitionRow {
+  partition: string;
+  /** The range's start (null: MINVALUE, or the default partition). */
+  from: Date | null;
+  /** The range's end, exclusive (null for the default partition). */
+  to: Date | null;
+  isDefault: boolean;
+  /** The planner's estimate (reltuples), 0 before the first ANALYZE. */
+  rows: number;
+  bytes: number;
+}
+
+/** The partitions of a table, oldest range first, the default last. Locks: none. */
+export async function listPartitions(sql: Queryable, table: PartitionedTable): Promise<PartitionRow[]> {
+  const rows = await sql<
+    { partition: string; from: Date | null; to: Date | null; is_default: boolean; rows: string; bytes: string }[]
+  >`
+    SELECT p.partition::text AS partition, postbox_uuid_time(p.range_from) AS from, postbox_uuid_time(p.range_to) AS to,
+           p.is_default, greatest(c.reltuples, 0)::bigint::text AS rows,
+           pg_total_relation_size(p.partition)::text AS bytes
+    FROM postbox_partitions(${table}::regclass) p JOIN pg_class c ON c.oid = p.partition
+    ORDER BY p.is_default, p.range_to NULLS LAST`;
+  return rows.map((r) => ({
+    partition: r.partition,
+    from: r.from,
+    to: r.to,
+    isDefault: r.is_default,
+    rows: Number(r.rows),
+    bytes: Number(r.bytes),
+  }));
+}
