@@ -79,9 +79,12 @@ DECLARE
     last_id uuid;
 BEGIN
     LOOP
+        -- FOR KEY SHARE: a row deleted meanwhile is deleted after this batch commits, and its delete trigger then
+        -- removes the key written here (without the lock, the key of a row deleted after the snapshot would stay).
         WITH batch AS (
             SELECT aggregate_id, aggregate_version, event_id FROM message_outbox
             WHERE event_id > cursor_id ORDER BY event_id LIMIT 10000
+            FOR KEY SHARE
         ), ins AS (
             INSERT INTO message_outbox_key (aggregate_id, aggregate_version, event_id)
             SELECT aggregate_id, aggregate_version, event_id FROM batch

@@ -7,9 +7,8 @@
 -- An existing table is converted without a long lock: a NOT VALID bound is added (milliseconds), validated while
 -- writes go on, and one short transaction renames the table, makes the partitioned parent and attaches the old
 -- table as its first partition (`<table>_p_legacy`: no scan, the validated bound proves it). Writers wait for that
--- transaction only (lock_timeout, retried by the runner). An empty table is simply replaced. The legacy partition
--- takes ids below the bound (two days ahead at least) and is dropped by retention like any other once past the
--- window. Ids outside every range (an old id replayed, a clock far off) go to the `<table>_p_default` partition.
+-- transaction only (lock_timeout, retried by the runner). The legacy partition takes ids below the bound (two days
+-- ahead; for an empty table, today) and is dropped by retention like any other once past the window. Ids outside every range (an old id replayed, a clock far off) go to the `<table>_p_default` partition.
 
 -- postbox:step functions
 -- The start of the period holding `ts`, periods counted from the Unix epoch (UTC midnight for days).
@@ -34,9 +33,12 @@ AS $$
 $$;
 
 -- Makes the partitions of the next `ahead` periods that do not exist yet, each after the newest one, and returns
--- how many it made (at most 1,000 a call). A new partition is created alone and then attached (ATTACH takes SHARE UPDATE EXCLUSIVE on the
--- parent, where CREATE TABLE … PARTITION OF would take ACCESS EXCLUSIVE and stop every writer); it takes the
--- storage settings of the newest partition; rows of its range found in the default partition move into it first.
+-- how many it made (at most 50 a call: the next call goes on). A new partition is created alone and then attached:
+-- ATTACH takes SHARE UPDATE EXCLUSIVE on the parent, where CREATE TABLE … PARTITION OF would take ACCESS EXCLUSIVE
+-- and stop every writer. It does lock the default partition (ACCESS EXCLUSIVE: ATTACH scans it for rows of the new
+-- range), so statements that read the default wait for the call: the default is kept tiny, the rows of the new
+-- range found in it move first under that lock, and every lock is waited for at most 500 ms (SQLSTATE 55P03; the
+-- next call tries again). The new partition takes the storage settings of the newest one.
 CREATE FUNCTION postbox_premake_partitions(parent regclass, period interval, ahead integer) RETURNS integer
     LANGUAGE plpgsql
 AS $$
@@ -51,11 +53,15 @@ DECLARE
     fallback regclass;
     columns text;
 BEGIN
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = parent) <> 'p' THEN
+        RETURN 0;  -- not converted yet (0017 half done): postbox_extend_legacy_bound keeps it writable
+    END IF;
     IF extract(epoch FROM period) < 1 THEN
         RAISE EXCEPTION 'partition period % is shorter than a second', period USING ERRCODE = '22023';
     END IF;
     -- Processes premaking at once make each partition once: the second waits, then finds them made.
     PERFORM pg_advisory_xact_lock(hashtext('postbox.partitions'), parent::oid::integer);
+    PERFORM set_config('lock_timeout', '500ms', true);
     SELECT p.partition, postbox_uuid_time(p.range_to) INTO newest, lo
     FROM postbox_partitions(parent) p WHERE p.range_to IS NOT NULL
     ORDER BY p.range_to DESC LIMIT 1;
@@ -66,7 +72,11 @@ BEGIN
     SELECT c.reloptions INTO options FROM pg_class c WHERE c.oid = coalesce(newest, fallback);
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO columns
     FROM pg_attribute a WHERE a.attrelid = parent AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '';
-    WHILE lo < horizon AND made < 1000 LOOP
+    IF lo < horizon AND fallback IS NOT NULL THEN
+        -- Before any write to it: a row committed into the default between the move and the ATTACH would fail it.
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', fallback);
+    END IF;
+    WHILE lo < horizon AND made < 50 LOOP
         hi := lo + period;
         child := format('%s_p%s', (SELECT c.relname FROM pg_class c WHERE c.oid = parent),
                         to_char(lo AT TIME ZONE 'UTC',
@@ -91,18 +101,36 @@ BEGIN
 END
 $$;
 
--- The bound of the legacy partition: midnight (UTC) two days ahead, or the day after the newest id if one is
--- further ahead. From now on the table refuses an id at or past it (23514) until the swap.
-CREATE FUNCTION postbox_legacy_bound(tbl regclass) RETURNS uuid
+-- The bound of the legacy partition: midnight (UTC) two days ahead. From the `bound` step on the table refuses an
+-- id at or past it (23514) until the swap. Taken from the clock, not from the newest id: one stray id (not a v7,
+-- or a clock far off) would otherwise push it centuries ahead and keep every row in the legacy partition; such a
+-- row stops `validate` instead, named by PostgreSQL. A conversion left half done keeps the bound moving ahead
+-- (postbox_extend_legacy_bound, called by every process that premakes), so it never stops writers.
+CREATE FUNCTION postbox_legacy_bound() RETURNS uuid
+    LANGUAGE sql STABLE
+AS $$
+    SELECT postbox_uuid_floor(postbox_period_floor(now() + interval '2 days', interval '1 day'))
+$$;
+
+-- A table whose conversion stopped between `bound` and `swap` (a swap that never got its lock, a migrator that
+-- was not run again): when its bound is less than a day away, it is replaced by one two days ahead, added NOT
+-- VALID (milliseconds) and validated without blocking writers. Returns whether it moved the bound.
+CREATE FUNCTION postbox_extend_legacy_bound(tbl regclass) RETURNS boolean
     LANGUAGE plpgsql
 AS $$
 DECLARE
-    newest uuid;
+    name text := format('%s_legacy_bound', (SELECT c.relname FROM pg_class c WHERE c.oid = tbl));
+    bound uuid;
 BEGIN
-    EXECUTE format('SELECT event_id FROM %s ORDER BY event_id DESC LIMIT 1', tbl) INTO newest;
-    RETURN postbox_uuid_floor(postbox_period_floor(
-        greatest(now() + interval '2 days', coalesce(postbox_uuid_time(newest), now()) + interval '1 day'),
-        interval '1 day'));
+    SELECT substring(pg_get_constraintdef(oid) FROM $r$'([0-9a-f-]{36})'$r$)::uuid INTO bound
+    FROM pg_constraint WHERE conrelid = tbl AND conname = name;
+    IF bound IS NULL OR postbox_uuid_time(bound) > now() + interval '1 day' THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('lock_timeout', '500ms', true);
+    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', tbl, name);
+    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I CHECK (event_id < %L::uuid) NOT VALID', tbl, name, postbox_legacy_bound());
+    RETURN true;
 END
 $$;
 
@@ -110,7 +138,7 @@ $$;
 DO $$
 BEGIN
     EXECUTE format('ALTER TABLE message_outbox ADD CONSTRAINT message_outbox_legacy_bound CHECK (event_id < %L::uuid) NOT VALID',
-                   postbox_legacy_bound('message_outbox'));
+                   postbox_legacy_bound());
 END
 $$;
 
@@ -166,12 +194,13 @@ BEGIN
         autovacuum_vacuum_cost_delay = 0,
         autovacuum_analyze_scale_factor = 0.02
     );
+    -- Attached without a scan: the validated bound proves the range. An empty table (a new installation) takes
+    -- the ids from before today instead (events older than Postbox here: replays, a new consumer of an old topic).
     IF empty THEN
-        DROP TABLE message_outbox_p_legacy;
-    ELSE
-        EXECUTE format('ALTER TABLE message_outbox ATTACH PARTITION message_outbox_p_legacy FOR VALUES FROM (MINVALUE) TO (%L)', bound);
-        ALTER TABLE message_outbox_p_legacy DROP CONSTRAINT message_outbox_legacy_bound;
+        bound := postbox_uuid_floor(postbox_period_floor(now(), interval '1 day'));
     END IF;
+    EXECUTE format('ALTER TABLE message_outbox ATTACH PARTITION message_outbox_p_legacy FOR VALUES FROM (MINVALUE) TO (%L)', bound);
+    ALTER TABLE message_outbox_p_legacy DROP CONSTRAINT message_outbox_legacy_bound;
     PERFORM postbox_premake_partitions('message_outbox', interval '1 day', 7);
 
     CREATE TRIGGER message_outbox_key_insert AFTER INSERT ON message_outbox
@@ -187,7 +216,7 @@ $$;
 DO $$
 BEGIN
     EXECUTE format('ALTER TABLE message_inbox ADD CONSTRAINT message_inbox_legacy_bound CHECK (event_id < %L::uuid) NOT VALID',
-                   postbox_legacy_bound('message_inbox'));
+                   postbox_legacy_bound());
 END
 $$;
 
@@ -213,12 +242,13 @@ BEGIN
     ALTER TABLE message_inbox ADD PRIMARY KEY (consumer_name, event_id);
     CREATE INDEX message_inbox_processed_brin ON message_inbox USING brin (processed_at);
     CREATE TABLE message_inbox_p_default PARTITION OF message_inbox DEFAULT;
+    -- Attached without a scan: the validated bound proves the range. An empty table (a new installation) takes
+    -- the ids from before today instead (events older than Postbox here: replays, a new consumer of an old topic).
     IF empty THEN
-        DROP TABLE message_inbox_p_legacy;
-    ELSE
-        EXECUTE format('ALTER TABLE message_inbox ATTACH PARTITION message_inbox_p_legacy FOR VALUES FROM (MINVALUE) TO (%L)', bound);
-        ALTER TABLE message_inbox_p_legacy DROP CONSTRAINT message_inbox_legacy_bound;
+        bound := postbox_uuid_floor(postbox_period_floor(now(), interval '1 day'));
     END IF;
+    EXECUTE format('ALTER TABLE message_inbox ATTACH PARTITION message_inbox_p_legacy FOR VALUES FROM (MINVALUE) TO (%L)', bound);
+    ALTER TABLE message_inbox_p_legacy DROP CONSTRAINT message_inbox_legacy_bound;
     PERFORM postbox_premake_partitions('message_inbox', interval '1 day', 7);
 END
 $$;

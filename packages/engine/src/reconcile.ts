@@ -27,7 +27,7 @@ export type {
   RepairRequest,
 } from './reconcile/repair.ts';
 export type { StopPolicy, StopReason } from './reconcile/stop-policy.ts';
-export { outboxHas } from './queries/reconcile-outbox.ts';
+export { outboxHas, outboxRowsAt, type OutboxFact } from './queries/reconcile-outbox.ts';
 export { observeReconcileFindings } from './telemetry/metrics.ts';
 export {
   countFindings,

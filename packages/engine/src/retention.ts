@@ -1,6 +1,18 @@
 // @postbox/engine/retention: time partitioning of the outbox and the inbox (migration 0017, ADR 0009).
 export { PartitionMaintenance, type PartitionMaintenanceDeps } from './retention/partition-maintenance.ts';
 export { resolvePartitionOptions, type PartitionOptions } from './retention/partition-options.ts';
+export { DEFAULT_RETENTION_DAYS, resolveRetentionPolicy, type RetentionPolicy } from './retention/policy.ts';
+export { planRetention, type HeldPartition, type RetentionCandidate, type TablePlan } from './retention/plan.ts';
+export {
+  runRetention,
+  type RetentionPartitionResult,
+  type RetentionProgress,
+  type RetentionReport,
+  type RetentionRunOptions,
+  type RetentionStep,
+} from './retention/run.ts';
+export { archivePath, verifyArchive, type ArchiveManifest } from './retention/archive.ts';
+export { storageReport, type StorageTable } from './retention/storage.ts';
 export {
   listPartitions,
   premakePartitions,

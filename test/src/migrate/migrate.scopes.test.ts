@@ -46,7 +46,7 @@ async function ledger(sql: Sql): Promise<string[]> {
 test('a new database gets Postbox tables only; the demo scope adds the demo tables, each chain numbered from 1', async () => {
   const sql = await emptyDatabase();
   const applied = await migrate(sql);
-  assert.deepEqual(applied, [1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+  assert.deepEqual(applied, [1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
   assert.ok(!(await tables(sql)).some((t) => t.startsWith('demo_')), 'no demo table in the product chain');
   assert.deepEqual(await migrateDemo(sql), [1, 2, 3]);
   assert.ok((await tables(sql)).includes('demo_order_projection'));
@@ -69,6 +69,7 @@ test('a new database gets Postbox tables only; the demo scope adds the demo tabl
     'postbox:15',
     'postbox:16',
     'postbox:17',
+    'postbox:18',
   ]);
   assert.deepEqual(await Promise.all([migrate(sql), migrateDemo(sql)]), [[], []]);
 });

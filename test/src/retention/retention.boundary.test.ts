@@ -34,7 +34,7 @@ async function shortPartitions(sql: Sql): Promise<void> {
     const ranges = await sql<{ partition: string }[]>`
       SELECT partition::text FROM postbox_partitions(${table}::regclass) WHERE NOT is_default`;
     for (const r of ranges) await sql`DROP TABLE ${sql(r.partition)}`;
-    await premakePartitions(sql, table, PERIOD_S, 5);
+    await premakePartitions(sql, table, PERIOD_S, 10);
   }
 }
 
@@ -60,7 +60,7 @@ test(`a pipeline running across ${RUN_MS / 1000 / PERIOD_S} partition boundaries
     topic,
     partitions: 3,
     consumer: `bound${topic.slice(-6)}`,
-    env: { POSTBOX_PARTITION_PERIOD_S: String(PERIOD_S), POSTBOX_PARTITION_AHEAD: '3' },
+    env: { POSTBOX_PARTITION_PERIOD_S: String(PERIOD_S), POSTBOX_PARTITION_AHEAD: '10' },
   }));
   await p.setup();
   const writer = p.writer({ WRITER_RATE: '80', WRITER_AGGREGATES: '30' });

@@ -64,7 +64,8 @@ test('the SQL bounds match the ids Postbox makes: an id is at or past the floor 
 
 test('premaking is idempotent, makes each partition once when processes do it at once, and moves default rows into a new range', async () => {
   const before = await listPartitions(db.sql, 'message_outbox');
-  assert.equal(await premakePartitions(db.sql, 'message_outbox', 86_400, 7), 0, 'the migration made 7 days ahead');
+  // The migration made 7 days ahead (6 here: the test may start just after a midnight the migration did not see).
+  assert.equal(await premakePartitions(db.sql, 'message_outbox', 86_400, 6), 0, 'the migration made them already');
 
   // An event 20 days ahead (a clock far off) has no partition yet: it waits in the default.
   const [ahead] = await db.sql<{ id: string }[]>`SELECT postbox_uuid_floor(now() + interval '20 days')::text AS id`;
@@ -85,7 +86,11 @@ test('premaking is idempotent, makes each partition once when processes do it at
     'each partition made once',
   );
   assert.ok(made.filter((n) => n > 0).length === 1, `one of the three made them: ${made}`);
-  const day = new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10).replaceAll('-', '');
+  // The day of the id itself (its first 48 bits), not of the test's clock.
+  const day = new Date(Number.parseInt(ahead!.id.replaceAll('-', '').slice(0, 12), 16))
+    .toISOString()
+    .slice(0, 10)
+    .replaceAll('-', '');
   assert.equal(await where(), `message_outbox_p${day}`, 'the row moved out of the default into its day');
   const [count] = await db.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM message_outbox_p_default WHERE event_id = ${ahead!.id}`;
@@ -96,4 +101,27 @@ test('premaking is idempotent, makes each partition once when processes do it at
   for (let i = 1; i < ranges.length; i++)
     assert.equal(ranges[i]!.from!.getTime(), ranges[i - 1]!.to!.getTime(), `${ranges[i]!.partition} follows on`);
   await assert.rejects(premakePartitions(db.sql, 'message_outbox', 0, 1), /shorter than a second/);
+});
+
+test('a conversion left half done never stops writers: its legacy bound moves on before it is reached', async () => {
+  // A table between 0017's `bound` and `swap` steps, its bound an hour away (the swap never got its lock, days ago).
+  await db.sql`CREATE TABLE half_done (event_id uuid NOT NULL)`;
+  const [soon] = await db.sql<{ id: string }[]>`SELECT postbox_uuid_floor(now() + interval '1 hour')::text AS id`;
+  await db.sql.unsafe(
+    `ALTER TABLE half_done ADD CONSTRAINT half_done_legacy_bound CHECK (event_id < '${soon!.id}'::uuid) NOT VALID`,
+  );
+  const [later] = await db.sql<{ id: string }[]>`SELECT postbox_uuid_floor(now() + interval '2 hours')::text AS id`;
+  await assert.rejects(
+    db.sql`INSERT INTO half_done VALUES (${later!.id})`,
+    (e: { code?: string }) => e.code === '23514',
+  );
+
+  const moved = async () =>
+    (await db.sql<{ moved: boolean }[]>`SELECT postbox_extend_legacy_bound('half_done') AS moved`)[0]!.moved;
+  assert.equal(await moved(), true, 'the bound was less than a day away');
+  await db.sql`INSERT INTO half_done VALUES (${later!.id})`;
+  assert.equal(await moved(), false, 'two days away now: left alone');
+  const [made] = await db.sql<{ n: number }[]>`
+    SELECT postbox_premake_partitions('half_done', interval '1 day', 7) AS n`;
+  assert.equal(made!.n, 0, 'no partitions for a table not converted yet');
 });

@@ -36,6 +36,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
     summary: 'version gaps older than a threshold; --backfill re-publishes the missing versions',
     load: async () => (await import('../cli/gaps-command.ts')).gapsCommand,
   },
+  retention: {
+    summary: 'retention: plan | run [--dry-run] — archive and drop partitions past their window (audited)',
+    load: async () => (await import('../cli/retention-command.ts')).retentionCommand,
+  },
   api: {
     summary: 'the GraphQL control plane (backlog, events, failures, replay, sagas, audit)',
     load: async () => (await import('../cli/api-command.ts')).apiCommand,

@@ -11,8 +11,14 @@ export async function startPartitionRole(roles: RoleSet, config: PostboxConfig, 
   await roles.start(
     'partitions',
     async () => {
-      const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-partitions' });
-      const maintenance = new PartitionMaintenance({ sql, options: config.partitions, log });
+      // Two connections: a retention run holds its lock on one while it works on the other.
+      const sql = connect({ url: config.databaseUrl, max: 3, applicationName: 'postbox-partitions' });
+      const maintenance = new PartitionMaintenance({
+        sql,
+        options: config.partitions,
+        log,
+        ...(config.retentionSchedule ? { retention: config.retention } : {}),
+      });
       await maintenance.start();
       return { sql, maintenance };
     },

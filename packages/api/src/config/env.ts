@@ -2,7 +2,12 @@ import { ConfigError } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { parseNatsServers } from '@postbox/engine/nats';
-import { resolvePartitionOptions, type PartitionOptions } from '@postbox/engine/retention';
+import {
+  resolvePartitionOptions,
+  resolveRetentionPolicy,
+  type PartitionOptions,
+  type RetentionPolicy,
+} from '@postbox/engine/retention';
 import { chosenBroker, type StackBroker, type StackEnv } from '@postbox/stack';
 import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 
@@ -21,6 +26,10 @@ export interface PostboxConfig {
   relayThreads: number;
   /** The outbox's and inbox's time partitions: POSTBOX_PARTITION_PERIOD_S, POSTBOX_PARTITION_AHEAD. */
   partitions: PartitionOptions;
+  /** How long rows are kept and where archives go (POSTBOX_*_RETENTION_DAYS, POSTBOX_ARCHIVE_DIR). */
+  retention: RetentionPolicy;
+  /** Whether long-running processes run retention once a day (POSTBOX_RETENTION_SCHEDULE: on | off). */
+  retentionSchedule: boolean;
   logLevel: string;
   demoRate: number;
   /** Order-fulfilment sagas a second the demo starts among its placed orders (0 = none). */
@@ -82,6 +91,8 @@ export function readConfig(
         ahead: optionalInt(env, 'POSTBOX_PARTITION_AHEAD', 1),
       }),
     ),
+    retention: readRetentionPolicy(env),
+    retentionSchedule: onOff(env, 'POSTBOX_RETENTION_SCHEDULE', true),
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
     demoSagaRate: optionalRate(env, 'POSTBOX_DEMO_SAGA_RATE') ?? 2,
@@ -95,6 +106,26 @@ export function readConfig(
     kafkaHeartbeatMs: optionalInt(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 100),
     partitionLeaseMs: optionalInt(env, 'POSTBOX_PARTITION_LEASE_MS', 1000),
   };
+}
+
+/** The retention policy from the environment (the retention command reads only this). */
+export function readRetentionPolicy(env: NodeJS.ProcessEnv = process.env): RetentionPolicy {
+  return resolveRetentionPolicy(
+    definedOnly({
+      outboxDays: optionalInt(env, 'POSTBOX_OUTBOX_RETENTION_DAYS', 1),
+      inboxDays: optionalInt(env, 'POSTBOX_INBOX_RETENTION_DAYS', 1),
+      failurePayloadDays: optionalInt(env, 'POSTBOX_FAILURE_RETENTION_DAYS', 1),
+      archiveDir: env.POSTBOX_ARCHIVE_DIR || 'postbox-archive',
+    }) as Partial<RetentionPolicy> & { archiveDir: string },
+  );
+}
+
+function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'on') return true;
+  if (raw === 'off') return false;
+  throw new ConfigError(`${name} must be on or off, got "${raw}"`);
 }
 
 function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnection {

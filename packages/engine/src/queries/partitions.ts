@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/connect.ts';
+import type { Queryable, Sql } from '../db/connect.ts';
 
 /** The tables Postbox partitions by time (migration 0017). */
 export type PartitionedTable = 'message_outbox' | 'message_inbox';
@@ -53,4 +53,16 @@ export async function listPartitions(sql: Queryable, table: PartitionedTable): P
     rows: Number(r.rows),
     bytes: Number(r.bytes),
   }));
+}
+
+/**
+ * A conversion left half done (0017 between its `bound` and `swap` steps): moves the table's legacy bound on when
+ * it is less than a day away, so writers are never refused, and validates it again (no writer waits for that).
+ * Returns: whether it moved the bound. Locks: the table for milliseconds (lock_timeout 500 ms).
+ */
+export async function extendLegacyBound(sql: Sql, table: PartitionedTable): Promise<boolean> {
+  const [row] = await sql<{ moved: boolean }[]>`SELECT postbox_extend_legacy_bound(${table}::regclass) AS moved`;
+  if (!row!.moved) return false;
+  await sql`ALTER TABLE ${sql(table)} VALIDATE CONSTRAINT ${sql(`${table}_legacy_bound`)}`;
+  return true;
 }

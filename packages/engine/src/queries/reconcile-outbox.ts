@@ -1,12 +1,16 @@
 import type { Queryable } from '../db/connect.ts';
 
-/** An outbox row as reconciliation sees it: where it stands, and since when. */
+/**
+ * An outbox row as reconciliation sees it: where it stands, and since when. `archived`: the row left with its
+ * partition past the audit window (retention); its key stays for each aggregate's head, so it reads as emitted.
+ */
 export interface OutboxFact {
   aggregate_id: string;
   aggregate_version: number;
   event_id: string;
-  status: 'pending' | 'publishing' | 'published' | 'failed';
-  topic: string;
+  status: 'pending' | 'publishing' | 'published' | 'failed' | 'archived';
+  /** Null once archived. */
+  topic: string | null;
   created_at: Date;
   published_at: Date | null;
   last_error: string | null;
@@ -24,11 +28,12 @@ export async function outboxRowsAt(
 ): Promise<OutboxFact[]> {
   if (pairs.length === 0) return [];
   const rows = await sql<Array<Omit<OutboxFact, 'aggregate_version'> & { aggregate_version: string }>>`
-    SELECT o.aggregate_id, o.aggregate_version::text, o.event_id, o.status, o.topic, o.created_at, o.published_at,
+    SELECT k.aggregate_id, k.aggregate_version::text, k.event_id, coalesce(o.status, 'archived') AS status, o.topic,
+           coalesce(o.created_at, postbox_uuid_time(k.event_id)) AS created_at, o.published_at,
            left(o.last_error, 300) AS last_error
     FROM unnest(${pairs.map((p) => p.aggregateId)}::text[], ${pairs.map((p) => p.version)}::bigint[]) AS b(id, v)
     JOIN message_outbox_key k ON k.aggregate_id = b.id AND k.aggregate_version = b.v
-    JOIN message_outbox o ON o.event_id = k.event_id`;
+    LEFT JOIN message_outbox o ON o.event_id = k.event_id`;
   return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version) }));
 }
 

@@ -1,4 +1,5 @@
 import type { Queryable, Sql } from '../db/connect.ts';
+import { tryLockJob } from './job-lock.ts';
 
 export type RunMode = 'check' | 'dry_run' | 'execute';
 export type RunTrigger = 'scheduled' | 'on_demand';
@@ -89,26 +90,5 @@ export async function listRuns(
  * frees it).
  */
 export async function tryLockCheck(sql: Sql, check: string): Promise<(() => Promise<void>) | null> {
-  const reserved = await sql.reserve();
-  try {
-    const [row] = await reserved<{ locked: boolean }[]>`
-      SELECT pg_try_advisory_lock(hashtext('postbox.reconcile'), hashtext(${check})) AS locked`;
-    if (!row!.locked) {
-      reserved.release();
-      return null;
-    }
-  } catch (cause) {
-    reserved.release();
-    throw cause;
-  }
-  let released = false;
-  return async () => {
-    if (released) return;
-    released = true;
-    try {
-      await reserved`SELECT pg_advisory_unlock(hashtext('postbox.reconcile'), hashtext(${check}))`;
-    } finally {
-      reserved.release();
-    }
-  };
+  return tryLockJob(sql, 'postbox.reconcile', check);
 }

@@ -1,19 +1,32 @@
 import type { Sql } from '../db/connect.ts';
-import { PARTITIONED_TABLES, premakePartitions, type PartitionedTable } from '../queries/partitions.ts';
+import {
+  extendLegacyBound,
+  PARTITIONED_TABLES,
+  premakePartitions,
+  type PartitionedTable,
+} from '../queries/partitions.ts';
+import { lastScheduledRun } from '../queries/retention-ledger.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { PartitionOptions } from './partition-options.ts';
+import type { RetentionPolicy } from './policy.ts';
+import { runRetention } from './run.ts';
 
 export interface PartitionMaintenanceDeps {
   sql: Sql;
   options: PartitionOptions;
   log: Logger;
+  /** Runs retention once a day under this policy (one process runs it: the others find it done or running). */
+  retention?: RetentionPolicy;
 }
 
+const DAY_MS = 86_400_000;
+
 /**
- * Keeps the partitions of the next periods made, in every long-running role (relay, consumer, `postbox start`):
- * any one process running is enough, and processes doing it at once make each partition once (the SQL function
- * serialises them). A failed check is logged and tried again at the next one; the rows meanwhile go to the
- * partitions made ahead, then to the default partition, never nowhere. One check at a time.
+ * Keeps the partitions in order, in every long-running role (relay, consumer, `postbox start`): the next periods
+ * made ahead, the bound of a conversion left half done moved on, and once a day a retention run. Any one process
+ * running is enough; processes doing it at once do each thing once (SQL advisory locks). A failed check is
+ * logged and tried again at the next one; rows meanwhile go to the partitions made ahead, then to the default,
+ * never nowhere. One check at a time.
  */
 export class PartitionMaintenance {
   readonly #deps: PartitionMaintenanceDeps;
@@ -34,10 +47,13 @@ export class PartitionMaintenance {
 
   /** Makes what is missing now. Returns: partitions made, per table. Throws what the database said. */
   async runOnce(): Promise<Record<PartitionedTable, number>> {
-    const { sql, options } = this.#deps;
+    const { sql, options, log } = this.#deps;
     const made = {} as Record<PartitionedTable, number>;
-    for (const table of PARTITIONED_TABLES)
+    for (const table of PARTITIONED_TABLES) {
+      if (await extendLegacyBound(sql, table))
+        log.warn({ table }, 'a conversion to partitions is half done (migration 0017): run postbox migrate');
       made[table] = await premakePartitions(sql, table, options.periodSeconds, options.ahead);
+    }
     return made;
   }
 
@@ -57,8 +73,27 @@ export class PartitionMaintenance {
       } catch (cause) {
         this.#deps.log.warn({ err: String(cause) }, 'could not make the partitions ahead; trying again later');
       }
+      await this.#dailyRetention();
     });
     this.#running = run;
     return run;
+  }
+
+  /** A retention run when none finished in the last day (a failed one is tried again at the next check). */
+  async #dailyRetention(): Promise<void> {
+    const { sql, retention, log } = this.#deps;
+    if (!retention || this.#stopped) return;
+    try {
+      const last = await lastScheduledRun(sql);
+      if (last && Date.now() - last.getTime() < DAY_MS) return;
+      const report = await runRetention(sql, { policy: retention, trigger: 'schedule', actor: 'postbox-schedule' });
+      if (report.status === 'finished')
+        log.info(
+          { runId: report.runId, dropped: report.partitions.filter((p) => p.outcome === 'dropped').length },
+          'retention run finished',
+        );
+    } catch (cause) {
+      log.warn({ err: String(cause) }, 'the daily retention run failed; trying again at the next check');
+    }
   }
 }

@@ -28,5 +28,5 @@ test('failpoint: the armed one kills the process with SIGKILL on its n-th pass; 
   assert.equal(run('outbox.after-commit').stdout, '');
   assert.equal(run('replay.mid-batch').stdout, '1 2 3 4 5 ');
   assert.equal(run(undefined).status, 0);
-  assert.equal(FAILPOINTS.length, 7);
+  assert.equal(FAILPOINTS.length, 9);
 });

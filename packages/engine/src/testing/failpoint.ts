@@ -15,7 +15,9 @@
  * - `saga.participant.after-apply`: a saga participant applied a step's effect, its record and reply not yet
  *   written (the transaction dies with the process: the command is delivered again);
  * - `saga.timer.after-fire`: a saga's timer transition committed (the question or the compensation is in the
- *   outbox), the runner's next due saga not yet handled.
+ *   outbox), the runner's next due saga not yet handled;
+ * - `retention.after-detach`: a partition detached (recorded `detached`), not yet archived;
+ * - `retention.after-archive-before-drop`: its archive written and verified (recorded `archived`), not dropped.
  */
 export type FailpointName =
   | 'outbox.after-commit'
@@ -24,7 +26,9 @@ export type FailpointName =
   | 'retry.after-ledger-before-enqueue'
   | 'replay.mid-batch'
   | 'saga.participant.after-apply'
-  | 'saga.timer.after-fire';
+  | 'saga.timer.after-fire'
+  | 'retention.after-detach'
+  | 'retention.after-archive-before-drop';
 
 export const FAILPOINTS: readonly FailpointName[] = [
   'outbox.after-commit',
@@ -34,6 +38,8 @@ export const FAILPOINTS: readonly FailpointName[] = [
   'replay.mid-batch',
   'saga.participant.after-apply',
   'saga.timer.after-fire',
+  'retention.after-detach',
+  'retention.after-archive-before-drop',
 ];
 
 /** `name` or `name@n` → the name and the pass (1-based) that fires; throws on a malformed value. */

@@ -10,6 +10,7 @@ import './audit.ts';
 import './health.ts';
 import './saga.ts';
 import './reconcile.ts';
+import './storage.ts';
 import './mutations.ts';
 import './saga-mutations.ts';
 import './reconcile-mutations.ts';

@@ -33,7 +33,7 @@ export function judgeOutboxMissing(facts: OutboxMissingFacts, now: number, grace
       out.push({ key, kind: 'missing_row', expected, observed: { outbox: null }, repairable: facts.canReemit });
     } else if (row.status === 'failed') {
       out.push({ key, kind: 'failed', expected, observed: observedRow(row, now), repairable: true });
-    } else if (row.status !== 'published' && now - row.created_at.getTime() > graceMs) {
+    } else if (row.status !== 'published' && row.status !== 'archived' && now - row.created_at.getTime() > graceMs) {
       out.push({ key, kind: 'unpublished', expected, observed: observedRow(row, now), repairable: false });
     }
   }

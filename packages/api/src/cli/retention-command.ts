@@ -1,0 +1,136 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, connect } from '@postbox/engine';
+import {
+  planRetention,
+  runRetention,
+  type RetentionPolicy,
+  type RetentionProgress,
+  type TablePlan,
+} from '@postbox/engine/retention';
+import { stackEnv } from '@postbox/stack';
+import { readRetentionPolicy } from '../config/env.ts';
+
+const HELP = `postbox retention — keep the outbox and the inbox small: archive and drop partitions past their window
+
+usage: postbox retention plan [--json] [--as-of TIME]
+       postbox retention run [--dry-run] [--json] [--actor NAME] [--as-of TIME]
+
+plan   what a run would do now: per table its partitions, rows and bytes before and after, the partitions that
+       would leave and those held past their window with the reason (unpublished or failed outbox rows, rows
+       inside the window)
+run    takes each partition out: detach (a lock of milliseconds on the table), export to
+       <POSTBOX_ARCHIVE_DIR>/<table>/<partition>.csv.gz with a manifest, verify rows and checksums, drop,
+       audited; then purges failure payloads past their window. One run at a time across processes; a run
+       stopped half-way is finished by the next. --dry-run records the plan and changes nothing.
+--as-of  run as if it were TIME (ISO 8601; simulations and tests)
+
+Environment: DATABASE_URL, POSTBOX_OUTBOX_RETENTION_DAYS (30: the audit window), POSTBOX_INBOX_RETENTION_DAYS
+(30), POSTBOX_FAILURE_RETENTION_DAYS (30), POSTBOX_ARCHIVE_DIR (./postbox-archive).`;
+
+export async function retentionCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      json: { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
+      actor: { type: 'string' },
+      'as-of': { type: 'string' },
+    },
+  });
+  const verb = positionals[0];
+  if (values.help || !verb) {
+    console.log(HELP);
+    return values.help ? 0 : 2;
+  }
+  if (verb !== 'plan' && verb !== 'run') throw new ConfigError(`unknown retention command "${verb}" (plan | run)`);
+  const now = asOf(values['as-of']);
+  const policy = readRetentionPolicy(process.env);
+  const sql = connect({ url: stackEnv().DATABASE_URL, max: 3, applicationName: 'postbox-retention' });
+  try {
+    if (verb === 'plan') {
+      const plan = await planRetention(sql, policy, now);
+      if (values.json) console.log(JSON.stringify({ asOf: now, policy, tables: plan }, null, 2));
+      else printPlan(plan, policy, now);
+      return 0;
+    }
+    const bar = values.json ? null : progressPrinter();
+    const report = await runRetention(sql, {
+      policy,
+      trigger: 'cli',
+      actor: values.actor ?? process.env.USER ?? 'cli',
+      dryRun: values['dry-run'] ?? false,
+      now,
+      ...(bar ? { onProgress: bar } : {}),
+    });
+    if (values.json) {
+      console.log(JSON.stringify(report, null, 2));
+      return 0;
+    }
+    if (report.status === 'skipped') {
+      console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
+      return 0;
+    }
+    printPlan(report.plan, policy, now);
+    const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
+    console.log(
+      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${report.partitions.length - dropped.length} held; ${report.failurePayloadsPurged} failure payloads purged`,
+    );
+    return 0;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+function asOf(value: string | undefined): Date {
+  if (value === undefined) return new Date();
+  const t = new Date(value);
+  if (Number.isNaN(t.getTime())) throw new ConfigError(`--as-of must be an ISO 8601 time, got "${value}"`);
+  return t;
+}
+
+function printPlan(plan: TablePlan[], policy: RetentionPolicy, now: Date): void {
+  console.log(`retention plan at ${now.toISOString()} — archive: ${policy.archiveDir}`);
+  for (const t of plan) {
+    console.log(
+      `${t.table}  window ${t.windowDays} d (ranges ending by ${t.cutoff.toISOString()})\n` +
+        `  before  ${t.before.partitions} partitions  ${fmt(t.before.rows)} rows  ${mib(t.before.bytes)}\n` +
+        `  after   ${t.after.partitions} partitions  ${fmt(t.after.rows)} rows  ${mib(t.after.bytes)}`,
+    );
+    for (const c of t.candidates)
+      console.log(`  leaves  ${c.partition}  ${range(c.from, c.to)}  ~${fmt(c.rows)} rows  ${mib(c.bytes)}`);
+    for (const h of t.held) console.log(`  held    ${h.partition}  ${range(h.from, h.to)}: ${h.reason}`);
+    if (t.candidates.length === 0 && t.held.length === 0) console.log('  nothing past the window');
+    if (t.defaultRows > 0)
+      console.log(`  default partition: ~${fmt(t.defaultRows)} rows outside every range (see docs/operations.md)`);
+  }
+}
+
+/** One line per step; on a terminal, a bar on stderr that the lines scroll above. */
+function progressPrinter(): (e: RetentionProgress) => void {
+  const tty = process.stderr.isTTY;
+  return (e) => {
+    const line = `${e.table}  ${e.partition}  ${e.step}${e.rows !== undefined ? `  ${fmt(e.rows)} rows` : ''}${e.detail ? `: ${e.detail}` : ''}`;
+    if (!tty) return void console.log(line);
+    const done = e.step === 'dropped' || e.step === 'held' ? e.done + 1 : e.done;
+    const width = 30;
+    const filled = e.total === 0 ? width : Math.round((done / e.total) * width);
+    process.stderr.write(`\r\x1b[K`);
+    console.log(line);
+    process.stderr.write(`[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${e.total} partitions`);
+    if (done === e.total) process.stderr.write('\n');
+  };
+}
+
+function range(from: Date | null, to: Date): string {
+  return `[${from ? from.toISOString() : '…'}, ${to.toISOString()})`;
+}
+
+function fmt(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}

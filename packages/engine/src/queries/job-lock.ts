@@ -1,0 +1,32 @@
+import type { Sql } from '../db/connect.ts';
+
+/**
+ * A session advisory lock for a job that must run once at a time across processes (a reconciliation check, a
+ * retention run), taken without waiting on a connection reserved for the job's duration: keyed by
+ * (hashtext(namespace), hashtext(name)). Returns: the release (unlock, then the connection back to the pool), or
+ * null when another process holds it. A process that dies releases it with its connection.
+ */
+export async function tryLockJob(sql: Sql, namespace: string, name: string): Promise<(() => Promise<void>) | null> {
+  const reserved = await sql.reserve();
+  try {
+    const [row] = await reserved<{ locked: boolean }[]>`
+      SELECT pg_try_advisory_lock(hashtext(${namespace}), hashtext(${name})) AS locked`;
+    if (!row!.locked) {
+      reserved.release();
+      return null;
+    }
+  } catch (cause) {
+    reserved.release();
+    throw cause;
+  }
+  let released = false;
+  return async () => {
+    if (released) return;
+    released = true;
+    try {
+      await reserved`SELECT pg_advisory_unlock(hashtext(${namespace}), hashtext(${name}))`;
+    } finally {
+      reserved.release();
+    }
+  };
+}
