@@ -156,6 +156,11 @@ DECLARE
 BEGIN
     SELECT substring(pg_get_constraintdef(oid) FROM $r$'([0-9a-f-]{36})'$r$)::uuid INTO bound
     FROM pg_constraint WHERE conrelid = 'message_outbox'::regclass AND conname = 'message_outbox_legacy_bound';
+    IF NOT (SELECT convalidated FROM pg_constraint
+            WHERE conrelid = 'message_outbox'::regclass AND conname = 'message_outbox_legacy_bound') THEN
+        RAISE EXCEPTION 'message_outbox_legacy_bound was moved on and is not validated yet: run postbox migrate again in a minute'
+            USING ERRCODE = '55000';
+    END IF;
     SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END INTO next_seq FROM message_outbox_seq_seq;
 
     DROP TRIGGER message_outbox_key_insert ON message_outbox;
@@ -232,6 +237,11 @@ DECLARE
 BEGIN
     SELECT substring(pg_get_constraintdef(oid) FROM $r$'([0-9a-f-]{36})'$r$)::uuid INTO bound
     FROM pg_constraint WHERE conrelid = 'message_inbox'::regclass AND conname = 'message_inbox_legacy_bound';
+    IF NOT (SELECT convalidated FROM pg_constraint
+            WHERE conrelid = 'message_inbox'::regclass AND conname = 'message_inbox_legacy_bound') THEN
+        RAISE EXCEPTION 'message_inbox_legacy_bound was moved on and is not validated yet: run postbox migrate again in a minute'
+            USING ERRCODE = '55000';
+    END IF;
     ALTER TABLE message_inbox RENAME TO message_inbox_p_legacy;
     ALTER INDEX message_inbox_pkey RENAME TO message_inbox_p_legacy_pkey;
     ALTER INDEX message_inbox_processed_brin RENAME TO message_inbox_p_legacy_processed_brin;

@@ -8,7 +8,8 @@ CREATE TABLE retention_run (
     actor text NOT NULL,
     dry_run boolean NOT NULL,
     policy jsonb NOT NULL,
-    status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'failed', 'skipped')),
+    -- refused: the policy does not fit the broker (an inbox window shorter than a topic's retention); nothing done.
+    status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'failed', 'skipped', 'refused')),
     -- What the run found per table: partitions, rows and bytes before and after, candidates and why others are held.
     plan jsonb,
     error text,

@@ -3,7 +3,10 @@ export { PartitionMaintenance, type PartitionMaintenanceDeps } from './retention
 export { resolvePartitionOptions, type PartitionOptions } from './retention/partition-options.ts';
 export { DEFAULT_RETENTION_DAYS, resolveRetentionPolicy, type RetentionPolicy } from './retention/policy.ts';
 export { planRetention, type HeldPartition, type RetentionCandidate, type TablePlan } from './retention/plan.ts';
+export { inboxWindowRefusal, type InboxWindowRefusal } from './retention/broker-retention.ts';
 export {
+  checkInboxWindow,
+  RetentionRefusedError,
   runRetention,
   type RetentionPartitionResult,
   type RetentionProgress,

@@ -6,4 +6,4 @@ export type { CheckOptions } from './verify/options.ts';
 export { formatReport, totals, type VerifyReport } from './verify/report.ts';
 export type { EffectSource } from './verify/effect-source.ts';
 export type { TopicReader, LogBounds } from './ports/topic-reader.ts';
-export type { BrokerOffsets, PartitionPosition } from './ports/offsets.ts';
+export type { BrokerOffsets, PartitionPosition, TopicRetention } from './ports/offsets.ts';

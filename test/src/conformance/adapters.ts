@@ -1,18 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Sql } from '@postbox/engine';
-import { ensureTopics, KafkaPublisher, KafkaSubscriber, KafkaTopicReader } from '@postbox/engine/kafka';
+import { ensureTopics, KafkaOffsets, KafkaPublisher, KafkaSubscriber, KafkaTopicReader } from '@postbox/engine/kafka';
 import { AMQPClient } from '@cloudamqp/amqp-client';
-import { ensureStreams, NatsPublisher, NatsSubscriber, NatsTopicReader } from '@postbox/engine/nats';
+import { ensureStreams, NatsOffsets, NatsPublisher, NatsSubscriber, NatsTopicReader } from '@postbox/engine/nats';
 import {
   ensureExchanges,
   fromAmqpHeaders,
   queueName,
   RABBIT_KEY_HEADER,
+  RabbitOffsets,
   RabbitPublisher,
   RabbitSubscriber,
 } from '@postbox/engine/rabbitmq';
 import { PartitionLeases, type Publisher, type Subscriber } from '@postbox/engine/runtime';
-import type { TopicReader } from '@postbox/engine/verify';
+import type { BrokerOffsets, TopicReader } from '@postbox/engine/verify';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { drainQueue } from '../support/rabbitmq.ts';
@@ -49,6 +50,8 @@ export interface AdapterUnderTest {
   /** A member of `group` reading `topics`; `member` names it within the group. */
   subscriber(group: string, topics: string[], member: string): Subscriber;
   reader(): TopicReader;
+  /** The read-only view of positions and retention (the control plane's, retention's). */
+  offsets(): BrokerOffsets;
 }
 
 const closing: Array<() => Promise<unknown>> = [];
@@ -94,6 +97,7 @@ export function kafkaAdapter(): AdapterUnderTest {
       ),
     reader: () =>
       tracked(new KafkaTopicReader({ brokers: brokers(), clientId: 'postbox-conformance', timeoutMs: 30_000 })),
+    offsets: () => tracked(new KafkaOffsets({ brokers: brokers(), clientId: 'postbox-conformance' })),
   };
 }
 
@@ -133,6 +137,7 @@ export function natsAdapter(): AdapterUnderTest {
         }),
       ),
     reader: () => tracked(new NatsTopicReader({ servers: servers(), timeoutMs: 30_000 })),
+    offsets: () => tracked(new NatsOffsets({ servers: servers() })),
   };
 }
 
@@ -181,6 +186,7 @@ export function rabbitmqAdapter(): AdapterUnderTest {
           assignment: new PartitionLeases({ sql: sql!, groupId: group, owner: member, leaseMs: 3000 }),
         }),
       ),
+    offsets: () => tracked(new RabbitOffsets({ url: url(), partitions })),
     reader: () => ({
       read: async (topics, onRecord) => {
         const client = await new AMQPClient(url()).connect();

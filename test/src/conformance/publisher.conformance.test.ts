@@ -40,6 +40,19 @@ for (const make of ADAPTERS) {
       return records;
     };
 
+    test('retention: a topic answered with how long the broker keeps its records and where that figure comes from', async () => {
+      const topic = uniqueName('conf-ret');
+      await adapter.createTopic(topic, 2);
+      const [r, ...more] = await adapter.offsets().retention([topic]);
+      assert.equal(more.length, 0);
+      assert.equal(r!.topic, topic);
+      assert.ok(r!.source.length > 0, 'the source is named');
+      // Kafka: retention.ms + segment.ms of the topic; RabbitMQ: nothing consumed comes again; NATS: the streams' max_age.
+      if (adapter.name === 'kafka') assert.ok(r!.retentionMs !== null && r!.retentionMs > 0, JSON.stringify(r));
+      else if (adapter.name === 'rabbitmq') assert.equal(r!.retentionMs, 0);
+      else assert.ok(r!.retentionMs === null || r!.retentionMs > 0, JSON.stringify(r));
+    });
+
     test('each message confirmed where it is stored: the partition its key maps to, offsets increasing per key', async () => {
       const topic = uniqueName('conf-pub');
       await adapter.createTopic(topic, PARTITIONS);

@@ -72,6 +72,7 @@ async function fillDay(sql: Sql, k: number): Promise<string[]> {
       }
   });
   await sql`UPDATE message_outbox SET status = 'published', published_at = now() WHERE event_id = ANY(${ids}::uuid[])`;
+  await sql`UPDATE message_outbox SET last_error = ${'timeout\nthen "refused", twice'} WHERE event_id = ${ids[3]!}`;
   await sql`
     INSERT INTO message_inbox (consumer_name, event_id, aggregate_id, aggregate_version)
     SELECT 'ret', event_id, aggregate_id, aggregate_version FROM message_outbox WHERE event_id = ANY(${ids}::uuid[])`;
@@ -100,9 +101,29 @@ async function readArchive(
   const base = join(archiveDir, table, dayName(table, k));
   const manifest = JSON.parse(await readFile(`${base}.manifest.json`, 'utf8')) as ArchiveManifest;
   const file = await readFile(`${base}.csv.gz`);
-  const lines = gunzipSync(file).toString('utf8').trimEnd().split('\n');
-  const column = lines[0]!.split(',').indexOf('event_id');
-  return { manifest, file, ids: lines.slice(1).map((l) => l.split(',')[column]!) };
+  const records = parseCsv(gunzipSync(file).toString('utf8'));
+  const column = records[0]!.indexOf('event_id');
+  return { manifest, file, ids: records.slice(1).map((r) => r[column]!) };
+}
+
+/** RFC 4180 as PostgreSQL writes it: quoted fields may hold commas, newlines and doubled quotes. */
+function parseCsv(text: string): string[][] {
+  const records: string[][] = [];
+  let record: string[] = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') (field += '"'), i++;
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') record.push(field), (field = '');
+    else if (c === '\n') record.push(field), records.push(record), (record = []), (field = '');
+    else field += c;
+  }
+  return records;
 }
 
 function cli(args: string[], env: Record<string, string> = {}) {
@@ -218,7 +239,9 @@ test('a day past the window: held while a row is unpublished, a dry run changes 
 
 test('a run killed after the detach is finished by the next: the detached table archived and dropped, nothing lost', async () => {
   const ids = await fillDay(db.sql, 1);
-  const killed = cli(['run', '--as-of', asOf(1).toISOString()], { POSTBOX_FAILPOINT: 'retention.after-detach' });
+  const killed = cli(['run', '--force', '--as-of', asOf(1).toISOString()], {
+    POSTBOX_FAILPOINT: 'retention.after-detach',
+  });
   await killed.exited;
   assert.equal(killed.child.signalCode, 'SIGKILL', killed.output());
   assert.deepEqual(await partitionState(db.sql, 'message_outbox', 1), {
@@ -229,7 +252,7 @@ test('a run killed after the detach is finished by the next: the detached table 
   const [left] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ${db.sql(dayName('message_outbox', 1))}`;
   assert.equal(left!.n, ids.length, 'the detached table keeps every row');
 
-  const again = cli(['run', '--as-of', asOf(1).toISOString()]);
+  const again = cli(['run', '--force', '--as-of', asOf(1).toISOString()]);
   assert.equal(await again.exited, 0, again.output());
   assert.match(again.output(), /2 partitions archived and dropped/);
   for (const table of ['message_outbox', 'message_inbox']) {
@@ -240,7 +263,7 @@ test('a run killed after the detach is finished by the next: the detached table 
 
 test('a run killed between archive and drop, the archive then damaged: the next run refuses to drop, the one after archives again', async () => {
   const ids = await fillDay(db.sql, 2);
-  const killed = cli(['run', '--as-of', asOf(2).toISOString()], {
+  const killed = cli(['run', '--force', '--as-of', asOf(2).toISOString()], {
     POSTBOX_FAILPOINT: 'retention.after-archive-before-drop',
   });
   await killed.exited;
@@ -249,7 +272,7 @@ test('a run killed between archive and drop, the archive then damaged: the next 
   const file = join(archiveDir, 'message_outbox', `${dayName('message_outbox', 2)}.csv.gz`);
   await truncate(file, 100);
 
-  const refused = cli(['run', '--as-of', asOf(2).toISOString()]);
+  const refused = cli(['run', '--force', '--as-of', asOf(2).toISOString()]);
   assert.equal(await refused.exited, 1, refused.output());
   assert.match(refused.output(), /archive_incomplete|is not complete/);
   assert.deepEqual(await partitionState(db.sql, 'message_outbox', 2), {
@@ -258,7 +281,7 @@ test('a run killed between archive and drop, the archive then damaged: the next 
     state: 'detached',
   });
 
-  const again = cli(['run', '--as-of', asOf(2).toISOString()]);
+  const again = cli(['run', '--force', '--as-of', asOf(2).toISOString()]);
   assert.equal(await again.exited, 0, again.output());
   assert.deepEqual(await partitionState(db.sql, 'message_outbox', 2), {
     attached: false,
@@ -299,6 +322,7 @@ test('the daily run: two processes start their maintenance at once, one runs ret
     const options = resolvePartitionOptions({ periodSeconds: 1, ahead: 30, checkMs: 60_000 });
     const both = [0, 1].map(() => new PartitionMaintenance({ sql, options, log: silentLogger, retention: policy }));
     await Promise.all(both.map((m) => m.start()));
+    await Promise.all(both.map((m) => m.retentionRun));
     await Promise.all(both.map((m) => m.stop()));
     const runs = await sql<{ status: string; n: number }[]>`
       SELECT status, count(*)::int AS n FROM retention_run WHERE trigger = 'schedule' GROUP BY status ORDER BY status`;

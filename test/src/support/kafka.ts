@@ -13,13 +13,25 @@ export function uniqueTopic(prefix = 'test'): string {
   return `${prefix}.${randomBytes(5).toString('hex')}`;
 }
 
-export async function createTopic(topic: string, partitions: number): Promise<void> {
+/** A topic of `partitions` partitions; `config` sets topic settings (retention.ms, cleanup.policy …). */
+export async function createTopic(
+  topic: string,
+  partitions: number,
+  config: Record<string, string> = {},
+): Promise<void> {
   const admin = kafka().admin();
   await admin.connect();
   try {
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
+      topics: [
+        {
+          topic,
+          numPartitions: partitions,
+          replicationFactor: 1,
+          configEntries: Object.entries(config).map(([name, value]) => ({ name, value })),
+        },
+      ],
     });
   } finally {
     await admin.disconnect();

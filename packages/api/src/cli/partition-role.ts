@@ -1,5 +1,6 @@
 import { connect, type Logger } from '@postbox/engine';
 import { PartitionMaintenance } from '@postbox/engine/retention';
+import { createBrokerOffsets } from '@postbox/workers';
 import type { PostboxConfig } from '../config/env.ts';
 import type { RoleSet } from './role-set.ts';
 
@@ -13,17 +14,21 @@ export async function startPartitionRole(roles: RoleSet, config: PostboxConfig, 
     async () => {
       // Two connections: a retention run holds its lock on one while it works on the other.
       const sql = connect({ url: config.databaseUrl, max: 3, applicationName: 'postbox-partitions' });
+      const offsets = createBrokerOffsets(config.broker, config.topics);
       const maintenance = new PartitionMaintenance({
         sql,
         options: config.partitions,
         log,
-        ...(config.retentionSchedule ? { retention: config.retention } : {}),
+        ...(config.retentionSchedule
+          ? { retention: config.retention, brokerRetention: (topics: string[]) => offsets.retention(topics) }
+          : {}),
       });
       await maintenance.start();
-      return { sql, maintenance };
+      return { sql, maintenance, offsets };
     },
-    async ({ sql, maintenance }) => {
+    async ({ sql, maintenance, offsets }) => {
       await maintenance.stop();
+      await offsets.close();
       await sql.end({ timeout: 5 });
     },
   );

@@ -1,31 +1,37 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, connect } from '@postbox/engine';
 import {
+  checkInboxWindow,
   planRetention,
+  RetentionRefusedError,
   runRetention,
   type RetentionPolicy,
   type RetentionProgress,
   type TablePlan,
 } from '@postbox/engine/retention';
 import { stackEnv } from '@postbox/stack';
-import { readRetentionPolicy } from '../config/env.ts';
+import { createBrokerOffsets } from '@postbox/workers';
+import { readConfig, readRetentionPolicy } from '../config/env.ts';
 
 const HELP = `postbox retention — keep the outbox and the inbox small: archive and drop partitions past their window
 
 usage: postbox retention plan [--json] [--as-of TIME]
-       postbox retention run [--dry-run] [--json] [--actor NAME] [--as-of TIME]
+       postbox retention run [--dry-run] [--json] [--actor NAME] [--as-of TIME [--force]]
 
-plan   what a run would do now: per table its partitions, rows and bytes before and after, the partitions that
+plan   what a run would do now (exit 2 when the policy is refused: an inbox window shorter than the broker
+       keeps a consumed topic's records): per table its partitions, rows and bytes before and after, the partitions that
        would leave and those held past their window with the reason (unpublished or failed outbox rows, rows
        inside the window)
 run    takes each partition out: detach (a lock of milliseconds on the table), export to
        <POSTBOX_ARCHIVE_DIR>/<table>/<partition>.csv.gz with a manifest, verify rows and checksums, drop,
        audited; then purges failure payloads past their window. One run at a time across processes; a run
        stopped half-way is finished by the next. --dry-run records the plan and changes nothing.
---as-of  run as if it were TIME (ISO 8601; simulations and tests)
+--as-of  as if it were TIME (ISO 8601; simulations and tests): a run with it also needs --dry-run or --force
 
-Environment: DATABASE_URL, POSTBOX_OUTBOX_RETENTION_DAYS (30: the audit window), POSTBOX_INBOX_RETENTION_DAYS
-(30), POSTBOX_FAILURE_RETENTION_DAYS (30), POSTBOX_ARCHIVE_DIR (./postbox-archive).`;
+Environment: DATABASE_URL, the broker's (POSTBOX_BROKER, KAFKA_BROKERS …: topic retention is read from it),
+POSTBOX_OUTBOX_RETENTION_DAYS (30: the audit window), POSTBOX_INBOX_RETENTION_DAYS (30, or forever),
+POSTBOX_FAILURE_RETENTION_DAYS (30), POSTBOX_ARCHIVE_DIR (./postbox-archive).
+Exit: 0 done (held partitions included), 1 an error, 2 refused, 3 skipped (another run holds the lock).`;
 
 export async function retentionCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -37,6 +43,7 @@ export async function retentionCommand(argv: string[]): Promise<number> {
       'dry-run': { type: 'boolean' },
       actor: { type: 'string' },
       'as-of': { type: 'string' },
+      force: { type: 'boolean' },
     },
   });
   const verb = positionals[0];
@@ -46,40 +53,60 @@ export async function retentionCommand(argv: string[]): Promise<number> {
   }
   if (verb !== 'plan' && verb !== 'run') throw new ConfigError(`unknown retention command "${verb}" (plan | run)`);
   const now = asOf(values['as-of']);
+  if (verb === 'run' && values['as-of'] !== undefined && !values['dry-run'] && !values.force)
+    throw new ConfigError(
+      '--as-of moves the window: a run would drop partitions still inside the real one; add --dry-run, or --force for a simulation',
+    );
   const policy = readRetentionPolicy(process.env);
-  const sql = connect({ url: stackEnv().DATABASE_URL, max: 3, applicationName: 'postbox-retention' });
+  const config = readConfig(stackEnv());
+  const offsets = createBrokerOffsets(config.broker, config.topics);
+  const brokerRetention = (topics: string[]) => offsets.retention(topics);
+  const sql = connect({ url: config.databaseUrl, max: 3, applicationName: 'postbox-retention' });
   try {
     if (verb === 'plan') {
+      const refusal = await checkInboxWindow(sql, { policy, brokerRetention });
       const plan = await planRetention(sql, policy, now);
-      if (values.json) console.log(JSON.stringify({ asOf: now, policy, tables: plan }, null, 2));
+      if (values.json) console.log(JSON.stringify({ asOf: now, policy, refusal, tables: plan }, null, 2));
       else printPlan(plan, policy, now);
-      return 0;
+      if (refusal && !values.json) console.log(`refused: ${refusal.reason}`);
+      return refusal ? 2 : 0;
     }
     const bar = values.json ? null : progressPrinter();
-    const report = await runRetention(sql, {
-      policy,
-      trigger: 'cli',
-      actor: values.actor ?? process.env.USER ?? 'cli',
-      dryRun: values['dry-run'] ?? false,
-      now,
-      ...(bar ? { onProgress: bar } : {}),
-    });
+    let report;
+    try {
+      report = await runRetention(sql, {
+        policy,
+        trigger: 'cli',
+        actor: values.actor ?? process.env.USER ?? 'cli',
+        dryRun: values['dry-run'] ?? false,
+        now,
+        brokerRetention,
+        ...(bar ? { onProgress: bar } : {}),
+      });
+    } catch (cause) {
+      if (!(cause instanceof RetentionRefusedError)) throw cause;
+      if (values.json) console.log(JSON.stringify({ status: 'refused', refusal: cause.refusal }, null, 2));
+      else console.log(cause.message);
+      return 2;
+    }
     if (values.json) {
       console.log(JSON.stringify(report, null, 2));
-      return 0;
+      return report.status === 'skipped' ? 3 : 0;
     }
     if (report.status === 'skipped') {
       console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
-      return 0;
+      return 3;
     }
     printPlan(report.plan, policy, now);
     const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
+    const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
     console.log(
-      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${report.partitions.length - dropped.length} held; ${report.failurePayloadsPurged} failure payloads purged`,
+      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged`,
     );
     return 0;
   } finally {
     await sql.end({ timeout: 5 });
+    await offsets.close();
   }
 }
 
@@ -94,7 +121,7 @@ function printPlan(plan: TablePlan[], policy: RetentionPolicy, now: Date): void 
   console.log(`retention plan at ${now.toISOString()} — archive: ${policy.archiveDir}`);
   for (const t of plan) {
     console.log(
-      `${t.table}  window ${t.windowDays} d (ranges ending by ${t.cutoff.toISOString()})\n` +
+      `${t.table}  window ${t.windowDays === null ? 'forever' : `${t.windowDays} d (ranges ending by ${t.cutoff!.toISOString()})`}\n` +
         `  before  ${t.before.partitions} partitions  ${fmt(t.before.rows)} rows  ${mib(t.before.bytes)}\n` +
         `  after   ${t.after.partitions} partitions  ${fmt(t.after.rows)} rows  ${mib(t.after.bytes)}`,
     );

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { ConfigError } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
@@ -28,7 +29,10 @@ export interface PostboxConfig {
   partitions: PartitionOptions;
   /** How long rows are kept and where archives go (POSTBOX_*_RETENTION_DAYS, POSTBOX_ARCHIVE_DIR). */
   retention: RetentionPolicy;
-  /** Whether long-running processes run retention once a day (POSTBOX_RETENTION_SCHEDULE: on | off). */
+  /**
+   * Whether long-running processes run retention once a day (POSTBOX_RETENTION_SCHEDULE: on | off; default on
+   * when POSTBOX_ARCHIVE_DIR is set).
+   */
   retentionSchedule: boolean;
   logLevel: string;
   demoRate: number;
@@ -92,7 +96,8 @@ export function readConfig(
       }),
     ),
     retention: readRetentionPolicy(env),
-    retentionSchedule: onOff(env, 'POSTBOX_RETENTION_SCHEDULE', true),
+    // On by default once archives have a home of the operator's choosing: not a process's working directory.
+    retentionSchedule: onOff(env, 'POSTBOX_RETENTION_SCHEDULE', Boolean(env.POSTBOX_ARCHIVE_DIR)),
     logLevel: overrides.logLevel ?? env.LOG_LEVEL ?? 'info',
     demoRate: optionalInt(env, 'POSTBOX_DEMO_RATE', 0) ?? 50,
     demoSagaRate: optionalRate(env, 'POSTBOX_DEMO_SAGA_RATE') ?? 2,
@@ -113,9 +118,10 @@ export function readRetentionPolicy(env: NodeJS.ProcessEnv = process.env): Reten
   return resolveRetentionPolicy(
     definedOnly({
       outboxDays: optionalInt(env, 'POSTBOX_OUTBOX_RETENTION_DAYS', 1),
-      inboxDays: optionalInt(env, 'POSTBOX_INBOX_RETENTION_DAYS', 1),
+      inboxDays:
+        env.POSTBOX_INBOX_RETENTION_DAYS === 'forever' ? null : optionalInt(env, 'POSTBOX_INBOX_RETENTION_DAYS', 1),
       failurePayloadDays: optionalInt(env, 'POSTBOX_FAILURE_RETENTION_DAYS', 1),
-      archiveDir: env.POSTBOX_ARCHIVE_DIR || 'postbox-archive',
+      archiveDir: resolve(env.POSTBOX_ARCHIVE_DIR || 'postbox-archive'),
     }) as Partial<RetentionPolicy> & { archiveDir: string },
   );
 }

@@ -27,3 +27,10 @@ export async function listConsumers(sql: Queryable): Promise<RegisteredConsumer[
     SELECT consumer_name, group_id, topics, started_at, seen_at FROM consumer_registry ORDER BY consumer_name`),
   ];
 }
+
+/** Every topic a registered consumer reads, once each, sorted. Locks: none. */
+export async function registeredTopics(sql: Queryable): Promise<string[]> {
+  const rows = await sql<{ topic: string }[]>`
+    SELECT DISTINCT unnest(topics) AS topic FROM consumer_registry ORDER BY 1`;
+  return rows.map((r) => r.topic);
+}

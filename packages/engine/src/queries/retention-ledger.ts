@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/connect.ts';
 import type { PartitionedTable } from './partitions.ts';
 
-export type RetentionRunStatus = 'running' | 'finished' | 'failed' | 'skipped';
+export type RetentionRunStatus = 'running' | 'finished' | 'failed' | 'skipped' | 'refused';
 export type RetentionPartitionState = 'detached' | 'archived' | 'dropped';
 
 /** Opens a run's ledger row. Returns: its id. Locks: none. */

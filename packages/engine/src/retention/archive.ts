@@ -46,7 +46,9 @@ export function archivePath(dir: string, table: string, partition: string): stri
 /** Exports a detached partition (nothing writes it) to its archive and manifest; returns the manifest. */
 export async function exportPartition(sql: Sql, dir: string, t: ArchiveTarget): Promise<ArchiveManifest> {
   const path = archivePath(dir, t.table, t.partition);
-  await mkdir(dirname(path), { recursive: true });
+  const made = await mkdir(dirname(path), { recursive: true });
+  // A directory just made is durable once its parent is synced (made: the first directory created, if any).
+  if (made) await syncDirectory(dirname(made));
   const csv = new Digest();
   const file = new Digest();
   const source = await sql`

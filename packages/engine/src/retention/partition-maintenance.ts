@@ -1,4 +1,6 @@
 import type { Sql } from '../db/connect.ts';
+import type { TopicRetention } from '../ports/offsets.ts';
+import { tryLockJob } from '../queries/job-lock.ts';
 import {
   extendLegacyBound,
   PARTITIONED_TABLES,
@@ -17,22 +19,28 @@ export interface PartitionMaintenanceDeps {
   log: Logger;
   /** Runs retention once a day under this policy (one process runs it: the others find it done or running). */
   retention?: RetentionPolicy;
+  /** The broker's retention of the consumed topics, which the inbox window must cover (run.ts). */
+  brokerRetention?: (topics: string[]) => Promise<TopicRetention[]>;
 }
 
 const DAY_MS = 86_400_000;
+/** After a failed daily run, the next try waits this long (each try plans first, which reads the old partitions). */
+const RETRY_AFTER_FAILURE_MS = 3_600_000;
 
 /**
  * Keeps the partitions in order, in every long-running role (relay, consumer, `postbox start`): the next periods
- * made ahead, the bound of a conversion left half done moved on, and once a day a retention run. Any one process
- * running is enough; processes doing it at once do each thing once (SQL advisory locks). A failed check is
- * logged and tried again at the next one; rows meanwhile go to the partitions made ahead, then to the default,
- * never nowhere. One check at a time.
+ * made ahead and the bound of a conversion left half done moved on, at every check; and once a day a retention
+ * run, in the background (a start never waits for it; a stop ends it between two partitions). Any one process
+ * running is enough; processes doing it at once do each thing once (advisory locks). A failed check is logged and
+ * tried again at the next one; rows meanwhile go to the partitions made ahead, then to the default, never nowhere.
  */
 export class PartitionMaintenance {
   readonly #deps: PartitionMaintenanceDeps;
+  readonly #stop = new AbortController();
   #timer: NodeJS.Timeout | null = null;
-  #running: Promise<unknown> = Promise.resolve();
-  #stopped = false;
+  #checking: Promise<unknown> = Promise.resolve();
+  #retention: Promise<void> | null = null;
+  #retentionNotBefore = 0;
 
   constructor(deps: PartitionMaintenanceDeps) {
     this.#deps = deps;
@@ -41,7 +49,7 @@ export class PartitionMaintenance {
   /** Checks once now (a failure is logged, not thrown: the role it runs in goes on), then every `checkMs`. */
   async start(): Promise<void> {
     await this.#check();
-    if (this.#stopped) return;
+    if (this.#stop.signal.aborted) return;
     this.#timer = setInterval(() => void this.#check(), this.#deps.options.checkMs);
   }
 
@@ -57,43 +65,66 @@ export class PartitionMaintenance {
     return made;
   }
 
+  /** Stops checking; a retention run in progress stops after its current partition. */
   async stop(): Promise<void> {
-    this.#stopped = true;
+    this.#stop.abort();
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
-    await this.#running;
+    await this.#checking;
+    await this.#retention;
+  }
+
+  /** The daily run in progress, if any (tests wait for it). */
+  get retentionRun(): Promise<void> | null {
+    return this.#retention;
   }
 
   #check(): Promise<unknown> {
-    const run = this.#running.then(async () => {
-      if (this.#stopped) return;
+    const run = this.#checking.then(async () => {
+      if (this.#stop.signal.aborted) return;
       try {
         const made = await this.runOnce();
         if (made.message_outbox + made.message_inbox > 0) this.#deps.log.info({ made }, 'partitions made ahead');
       } catch (cause) {
         this.#deps.log.warn({ err: String(cause) }, 'could not make the partitions ahead; trying again later');
       }
-      await this.#dailyRetention();
+      if (this.#deps.retention && !this.#retention && Date.now() >= this.#retentionNotBefore)
+        this.#retention = this.#dailyRetention(this.#deps.retention).finally(() => (this.#retention = null));
     });
-    this.#running = run;
+    this.#checking = run;
     return run;
   }
 
-  /** A retention run when none finished in the last day (a failed one is tried again at the next check). */
-  async #dailyRetention(): Promise<void> {
-    const { sql, retention, log } = this.#deps;
-    if (!retention || this.#stopped) return;
+  /**
+   * A retention run when none finished in the last day, decided under a lock of its own so two processes never
+   * both decide to run; a failed run is tried again an hour later.
+   */
+  async #dailyRetention(policy: RetentionPolicy): Promise<void> {
+    const { sql, log, brokerRetention } = this.#deps;
     try {
-      const last = await lastScheduledRun(sql);
-      if (last && Date.now() - last.getTime() < DAY_MS) return;
-      const report = await runRetention(sql, { policy: retention, trigger: 'schedule', actor: 'postbox-schedule' });
-      if (report.status === 'finished')
-        log.info(
-          { runId: report.runId, dropped: report.partitions.filter((p) => p.outcome === 'dropped').length },
-          'retention run finished',
-        );
+      const release = await tryLockJob(sql, 'postbox.retention', 'schedule');
+      if (!release) return;
+      try {
+        const last = await lastScheduledRun(sql);
+        if (last && Date.now() - last.getTime() < DAY_MS) return;
+        const report = await runRetention(sql, {
+          policy,
+          trigger: 'schedule',
+          actor: 'postbox-schedule',
+          signal: this.#stop.signal,
+          ...(brokerRetention ? { brokerRetention } : {}),
+        });
+        if (report.status === 'finished')
+          log.info(
+            { runId: report.runId, dropped: report.partitions.filter((p) => p.outcome === 'dropped').length },
+            'retention run finished',
+          );
+      } finally {
+        await release();
+      }
     } catch (cause) {
-      log.warn({ err: String(cause) }, 'the daily retention run failed; trying again at the next check');
+      this.#retentionNotBefore = Date.now() + RETRY_AFTER_FAILURE_MS;
+      log.warn({ err: String(cause) }, 'the daily retention run did not finish; trying again in an hour');
     }
   }
 }

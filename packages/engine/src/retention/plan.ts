@@ -21,9 +21,10 @@ export interface HeldPartition extends RetentionCandidate {
 /** One table under the policy: what it holds now, what would leave, what stays past its window. */
 export interface TablePlan {
   table: PartitionedTable;
-  windowDays: number;
-  /** Rows older than this may leave (now − window). */
-  cutoff: Date;
+  /** Null: kept forever. */
+  windowDays: number | null;
+  /** Rows older than this may leave (now − window); null when kept forever. */
+  cutoff: Date | null;
   before: { partitions: number; rows: number; bytes: number; oldest: Date | null };
   after: { partitions: number; rows: number; bytes: number; oldest: Date | null };
   candidates: RetentionCandidate[];
@@ -42,12 +43,12 @@ export async function planRetention(sql: Sql, policy: RetentionPolicy, now: Date
   const plans: TablePlan[] = [];
   for (const table of PARTITIONED_TABLES) {
     const days = windowDays(policy, table);
-    const cutoff = new Date(now.getTime() - days * 86_400_000);
+    const cutoff = days === null ? null : new Date(now.getTime() - days * 86_400_000);
     const partitions = await listPartitions(sql, table);
     const candidates: RetentionCandidate[] = [];
     const held: HeldPartition[] = [];
     for (const p of partitions) {
-      if (p.isDefault || p.to === null || p.to.getTime() > cutoff.getTime()) continue;
+      if (cutoff === null || p.isDefault || p.to === null || p.to.getTime() > cutoff.getTime()) continue;
       const entry = { partition: p.partition, from: p.from, to: p.to, rows: p.rows, bytes: p.bytes };
       const reason = holdReason(await partitionHolds(sql, table, p.partition, cutoff));
       if (reason) held.push({ ...entry, reason });

@@ -14,9 +14,11 @@ export interface RetentionPolicy {
   outboxDays: number;
   /**
    * Inbox rows are kept this long: longer than the broker can redeliver (its retention), a backup restore or a
-   * manual replay reaches back, or a redelivered event would be applied again. @defaultValue 30
+   * manual replay reaches back, or a redelivered event would be applied again; null keeps it forever (a topic
+   * that keeps its records forever needs that). Refused when shorter than a consumed topic's retention
+   * (broker-retention.ts). @defaultValue 30
    */
-  inboxDays: number;
+  inboxDays: number | null;
   /** Failure payloads are purged after this long (the failure row stays). @defaultValue 30 */
   failurePayloadDays: number;
   /** Where archives are written: `<dir>/<table>/<partition>.csv.gz` and its `.manifest.json`. */
@@ -35,13 +37,13 @@ export function resolveRetentionPolicy(input: Partial<RetentionPolicy> & { archi
   if (input.archiveDir.trim() === '') throw new ConfigError('POSTBOX_ARCHIVE_DIR must name a directory');
   return {
     outboxDays: days(input.outboxDays, 'POSTBOX_OUTBOX_RETENTION_DAYS'),
-    inboxDays: days(input.inboxDays, 'POSTBOX_INBOX_RETENTION_DAYS'),
+    inboxDays: input.inboxDays === null ? null : days(input.inboxDays, 'POSTBOX_INBOX_RETENTION_DAYS'),
     failurePayloadDays: days(input.failurePayloadDays, 'POSTBOX_FAILURE_RETENTION_DAYS'),
     archiveDir: input.archiveDir,
   };
 }
 
-/** A table's window in days under the policy. */
-export function windowDays(policy: RetentionPolicy, table: PartitionedTable): number {
+/** A table's window in days under the policy (null: kept forever). */
+export function windowDays(policy: RetentionPolicy, table: PartitionedTable): number | null {
   return table === 'message_outbox' ? policy.outboxDays : policy.inboxDays;
 }

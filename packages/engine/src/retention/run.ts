@@ -4,7 +4,10 @@ import { PostboxError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { purgeFailurePayloads } from '../queries/failure-purge.ts';
 import { tryLockJob } from '../queries/job-lock.ts';
+import { registeredTopics } from '../queries/consumer-registry.ts';
 import type { PartitionedTable } from '../queries/partitions.ts';
+import type { TopicRetention } from '../ports/offsets.ts';
+import { inboxWindowRefusal, type InboxWindowRefusal } from './broker-retention.ts';
 import {
   finishRetentionRun,
   insertRetentionRun,
@@ -17,7 +20,7 @@ import {
   dropDetached,
   partitionHolds,
   pruneOutboxKeys,
-  tableExists,
+  tableState,
 } from '../queries/retention-partitions.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { archivePath, exportPartition, readManifest, verifyArchive, type ArchiveManifest } from './archive.ts';
@@ -36,8 +39,15 @@ export interface RetentionRunOptions {
   onProgress?: (e: RetentionProgress) => void;
   /** How long the detach waits for its lock on the table before it lets go and tries again. @defaultValue 500 */
   lockTimeoutMs?: number;
+  /** Ends the run between two partitions (a process shutting down): the next run goes on from there. */
+  signal?: AbortSignal;
   /** Detach attempts before a partition is left for the next run. @defaultValue 10 */
   lockAttempts?: number;
+  /**
+   * The broker's retention of the consumed topics (BrokerOffsets.retention): a run whose inbox window is shorter
+   * is refused. Without it the check is skipped (the CLI and the daily run always give it).
+   */
+  brokerRetention?: (topics: string[]) => Promise<TopicRetention[]>;
 }
 
 export type RetentionStep = 'detached' | 'archived' | 'dropped' | 'held';
@@ -98,6 +108,11 @@ export async function runRetention(sql: Sql, o: RetentionRunOptions): Promise<Re
   }
   const runId = await insertRetentionRun(sql, { trigger: o.trigger, actor: o.actor, dryRun, policy: o.policy });
   try {
+    const refusal = await checkInboxWindow(sql, o);
+    if (refusal) {
+      await finishRetentionRun(sql, runId, 'refused', { refusal }, refusal.reason);
+      throw new RetentionRefusedError(refusal);
+    }
     const leftOver = dryRun ? [] : await unfinishedPartitions(sql);
     const plan = await planRetention(sql, o.policy, now);
     const report: RetentionReport = {
@@ -113,7 +128,12 @@ export async function runRetention(sql: Sql, o: RetentionRunOptions): Promise<Re
       const progress = (e: Omit<RetentionProgress, 'done' | 'total'>) =>
         o.onProgress?.({ ...e, done: report.partitions.length, total });
       const ctx: StepContext = { sql, o, runId, now, progress };
-      for (const p of leftOver)
+      const stopped = () => {
+        if (o.signal?.aborted)
+          throw new PostboxError('retention_stopped', 'transient', 'stopped between two partitions (shutting down)');
+      };
+      for (const p of leftOver) {
+        stopped();
         report.partitions.push(
           await finishPartition(
             ctx,
@@ -124,8 +144,12 @@ export async function runRetention(sql: Sql, o: RetentionRunOptions): Promise<Re
             p.state as 'detached' | 'archived',
           ),
         );
+      }
       for (const t of plan)
-        for (const c of t.candidates) report.partitions.push(await takeOut(ctx, t, c.partition, c.from, c.to));
+        for (const c of t.candidates) {
+          stopped();
+          report.partitions.push(await takeOut(ctx, t, c.partition, c.from, c.to));
+        }
       report.failurePayloadsPurged = await purgeAll(
         sql,
         new Date(now.getTime() - o.policy.failurePayloadDays * 86_400_000),
@@ -134,7 +158,8 @@ export async function runRetention(sql: Sql, o: RetentionRunOptions): Promise<Re
     await finishRetentionRun(sql, runId, 'finished', summary(report));
     return report;
   } catch (cause) {
-    await finishRetentionRun(sql, runId, 'failed', null, (cause as Error).message).catch(() => {});
+    if (!(cause instanceof RetentionRefusedError))
+      await finishRetentionRun(sql, runId, 'failed', null, (cause as Error).message).catch(() => {});
     throw cause;
   } finally {
     await release();
@@ -166,7 +191,7 @@ async function takeOut(
       await sql.begin(async (tx) => {
         await tx.unsafe(`SET LOCAL lock_timeout = '${timeoutMs}ms'`);
         await detachPartition(tx, table, partition);
-        const reason = holdReason(await partitionHolds(tx, table, partition, plan.cutoff, true));
+        const reason = holdReason(await partitionHolds(tx, table, partition, plan.cutoff!, true));
         if (reason) throw new Held(reason);
         await recordPartition(tx, {
           table_name: table,
@@ -215,11 +240,14 @@ async function finishPartition(
   const { sql, o, runId } = ctx;
   const dir = o.policy.archiveDir;
   const entry = { table_name: table, partition, range_from: from, range_to: to, run_id: runId };
-  if (!(await tableExists(sql, partition)))
+  const found = await tableState(sql, partition);
+  if (found !== 'detached')
     throw new PostboxError(
       'retention_inconsistent',
       'permanent',
-      `${partition} is recorded ${state} but no such table exists: restore it from its archive or fix retention_partition by hand`,
+      found === 'missing'
+        ? `${partition} is recorded ${state} but no such table exists: restore it from its archive or fix retention_partition by hand`
+        : `${partition} is recorded ${state} but is a partition again (attached by hand): detach it, or mark it dropped in retention_partition and leave it`,
     );
   const rows = await countRows(sql, partition);
   let manifest: ArchiveManifest;
@@ -255,7 +283,7 @@ async function finishPartition(
     await insertAudit(tx, {
       actor: o.actor,
       action: 'retention.drop',
-      reason: `past the ${windowDays(o.policy, table)}-day window`,
+      reason: `past the ${windowDays(o.policy, table) ?? '∞'}-day window`,
       target: `${table}/${partition}`,
       before: { rows, range: manifest.range },
       after: { archive: path, sha256: manifest.file.sha256, bytes: manifest.file.bytes, keysPruned },
@@ -265,11 +293,11 @@ async function finishPartition(
   });
 }
 
-/** Failure payloads past their window, in batches until none is left. */
+/** Payloads of closed failures past their window, in batches until none is left (open ones stay replayable). */
 async function purgeAll(sql: Sql, before: Date): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = await purgeFailurePayloads(sql, before);
+    const n = await purgeFailurePayloads(sql, before, 1000, true);
     total += n;
     if (n === 0) return total;
   }
@@ -291,6 +319,39 @@ function summary(r: RetentionReport): unknown {
     partitions: r.partitions,
     failurePayloadsPurged: r.failurePayloadsPurged,
   };
+}
+
+/**
+ * The inbox window against the broker's retention of every topic a registered consumer reads. Returns the
+ * refusal, or null when it fits or no check was asked for. A broker that cannot say is a refusal too: nothing is
+ * dropped on a guess.
+ */
+export async function checkInboxWindow(
+  sql: Sql,
+  o: Pick<RetentionRunOptions, 'policy' | 'brokerRetention'>,
+): Promise<InboxWindowRefusal | null> {
+  if (!o.brokerRetention || o.policy.inboxDays === null) return null;
+  const topics = await registeredTopics(sql);
+  let retention: TopicRetention[];
+  try {
+    retention = await o.brokerRetention(topics);
+  } catch (cause) {
+    return {
+      topic: topics.join(', '),
+      retentionMs: null,
+      reason: `cannot read the broker's retention of ${topics.join(', ')}: ${(cause as Error).message}`,
+    };
+  }
+  return inboxWindowRefusal(o.policy, retention);
+}
+
+/** The policy does not fit the broker: nothing was taken out (code retention_refused; the CLI exits 2). */
+export class RetentionRefusedError extends PostboxError {
+  readonly refusal: InboxWindowRefusal;
+  constructor(refusal: InboxWindowRefusal) {
+    super('retention_refused', 'permanent', `retention refused: ${refusal.reason}`);
+    this.refusal = refusal;
+  }
 }
 
 /** A partition found held once its lock was taken: the detach is rolled back. */

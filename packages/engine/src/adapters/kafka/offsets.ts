@@ -1,9 +1,12 @@
-import type { Admin } from 'kafkajs';
+import kafkajs, { type Admin } from 'kafkajs';
 import { BrokerError } from '../../errors.ts';
-import type { BrokerOffsets, PartitionPosition } from '../../ports/offsets.ts';
+import type { BrokerOffsets, PartitionPosition, TopicRetention } from '../../ports/offsets.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 
 /** BrokerOffsets over the kafkajs admin client, connected on first use and again after a failure. */
+// kafkajs's enums are properties of its CommonJS export, not named exports Node can link.
+const TOPIC_RESOURCE = kafkajs.ConfigResourceTypes.TOPIC;
+
 export class KafkaOffsets implements BrokerOffsets {
   readonly #admin: Admin;
   #connected: Promise<void> | null = null;
@@ -40,6 +43,52 @@ export class KafkaOffsets implements BrokerOffsets {
         'broker_unavailable',
         'transient',
         `reading broker offsets failed: ${(cause as Error).message}`,
+        { cause },
+      );
+    }
+  }
+
+  /**
+   * Effective retention per topic from its configuration: a record lives until its segment is deleted, which
+   * happens once the segment's newest record is older than retention.ms — and a segment stays open up to
+   * segment.ms, so retention.ms + segment.ms bounds a record's life. retention.ms -1, or a compacted topic, keeps
+   * records forever (null).
+   */
+  async retention(topics: string[]): Promise<TopicRetention[]> {
+    if (topics.length === 0) return [];
+    await this.#connect();
+    try {
+      const { resources } = await this.#admin.describeConfigs({
+        includeSynonyms: false,
+        resources: topics.map((name) => ({
+          type: TOPIC_RESOURCE,
+          name,
+          configNames: ['retention.ms', 'segment.ms', 'cleanup.policy'],
+        })),
+      });
+      return resources.map((r) => {
+        if (r.errorCode !== 0) throw new Error(`topic ${r.resourceName}: ${r.errorMessage || `error ${r.errorCode}`}`);
+        const value = (name: string) => r.configEntries.find((e) => e.configName === name)?.configValue ?? '';
+        const retentionMs = Number(value('retention.ms'));
+        const segmentMs = Number(value('segment.ms'));
+        const policy = value('cleanup.policy');
+        if (policy.includes('compact') || retentionMs < 0)
+          return {
+            topic: r.resourceName,
+            retentionMs: null,
+            source: `cleanup.policy=${policy}, retention.ms=${retentionMs}`,
+          };
+        return {
+          topic: r.resourceName,
+          retentionMs: retentionMs + segmentMs,
+          source: `retention.ms ${retentionMs} + segment.ms ${segmentMs}`,
+        };
+      });
+    } catch (cause) {
+      throw new BrokerError(
+        'broker_unavailable',
+        'transient',
+        `reading the retention of ${topics.join(', ')} failed: ${(cause as Error).message}`,
         { cause },
       );
     }

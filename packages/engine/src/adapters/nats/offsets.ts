@@ -1,9 +1,10 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BrokerError } from '../../errors.ts';
-import type { BrokerOffsets, PartitionPosition } from '../../ports/offsets.ts';
+import type { BrokerOffsets, PartitionPosition, TopicRetention } from '../../ports/offsets.ts';
 import { connectNats, type NatsConnectionOptions } from './client.ts';
 import { partitionPositions } from './positions.ts';
+import { partitionStreams } from './streams.ts';
 
 /** BrokerOffsets over JetStream's stream and consumer info, connected on first use. Positions are stream sequences. */
 export class NatsOffsets implements BrokerOffsets {
@@ -28,6 +29,30 @@ export class NatsOffsets implements BrokerOffsets {
         {
           cause,
         },
+      );
+    }
+  }
+
+  /** Each topic's streams' max_age (the longest of its partitions); 0 is no limit: forever (null). */
+  async retention(topics: string[]): Promise<TopicRetention[]> {
+    const { jsm } = await this.#connect();
+    try {
+      const out: TopicRetention[] = [];
+      for (const topic of topics) {
+        let longest: number | null = 0;
+        for (const { name } of await partitionStreams(jsm, topic)) {
+          const ageNs = (await jsm.streams.info(name)).config.max_age;
+          longest = ageNs === 0 || longest === null ? null : Math.max(longest, Math.ceil(ageNs / 1e6));
+        }
+        out.push({ topic, retentionMs: longest, source: `JetStream max_age of its ${topic}.* streams` });
+      }
+      return out;
+    } catch (cause) {
+      throw new BrokerError(
+        'broker_unavailable',
+        'transient',
+        `reading NATS stream retention failed: ${(cause as Error).message}`,
+        { cause },
       );
     }
   }

@@ -1,6 +1,6 @@
 import type { AMQPBaseClient } from '@cloudamqp/amqp-client';
 import { BrokerError } from '../../errors.ts';
-import type { BrokerOffsets, PartitionPosition } from '../../ports/offsets.ts';
+import type { BrokerOffsets, PartitionPosition, TopicRetention } from '../../ports/offsets.ts';
 import { closeChannel, closeConnection, connectRabbit } from './connection.ts';
 import { queueDepths } from './queue-depths.ts';
 import { queueName } from './topology.ts';
@@ -44,6 +44,11 @@ export class RabbitOffsets implements BrokerOffsets {
       this.#drop();
       throw unavailable('reading RabbitMQ queue depths failed', cause);
     }
+  }
+
+  /** A queue removes a message once it is acknowledged: nothing consumed can come again (0). */
+  async retention(topics: string[]): Promise<TopicRetention[]> {
+    return topics.map((topic) => ({ topic, retentionMs: 0, source: 'RabbitMQ queues remove acknowledged messages' }));
   }
 
   async ping(): Promise<void> {
