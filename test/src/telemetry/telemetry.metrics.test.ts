@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { startTelemetry, type Telemetry } from '@postbox/api';
-import { enqueueMany, type EventInput } from '@postbox/engine';
+import { enqueueMany, silentLogger, type EventInput } from '@postbox/engine';
+import { PartitionMaintenance, resolvePartitionOptions } from '@postbox/engine/retention';
 import type { Relay } from '@postbox/engine/runtime';
 import { defineSaga, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
@@ -311,5 +312,28 @@ test('saga gauges while a saga timer runner runs: instances by status, oldest ru
     );
   } finally {
     await runner.stop();
+  }
+});
+
+test('storage gauges while partition maintenance runs: size, partitions ahead, default rows, time since retention', async () => {
+  const maintenance = new PartitionMaintenance({
+    sql: db.sql,
+    options: resolvePartitionOptions({ checkMs: 60_000 }),
+    log: silentLogger,
+  });
+  await maintenance.start();
+  try {
+    const outbox = { postbox_table: 'message_outbox' };
+    const s = await metricsUntil(
+      'the outbox partitions ahead and its size',
+      (x) =>
+        (value(x, 'postbox_storage_partitions_ahead', outbox) ?? 0) >= 6 &&
+        (value(x, 'postbox_storage_bytes', outbox) ?? 0) > 0,
+    );
+    assert.equal(value(s, 'postbox_storage_default_rows', outbox), 0);
+    assert.ok((value(s, 'postbox_storage_partitions_ahead', { postbox_table: 'message_inbox' }) ?? 0) >= 6);
+    assert.equal(value(s, 'postbox_retention_last_success_age'), -1, 'no retention run yet');
+  } finally {
+    await maintenance.stop();
   }
 });

@@ -30,6 +30,13 @@ export async function finishRetentionRun(
     WHERE run_id = ${runId}`;
 }
 
+/** When a retention run (any trigger) last finished, or null. Locks: none. */
+export async function lastFinishedRun(sql: Queryable): Promise<Date | null> {
+  const [row] = await sql<{ at: Date | null }[]>`
+    SELECT max(finished_at) AS at FROM retention_run WHERE status = 'finished' AND NOT dry_run`;
+  return row!.at;
+}
+
 /** When the last scheduled run finished, or null. Locks: none. */
 export async function lastScheduledRun(sql: Queryable): Promise<Date | null> {
   const [row] = await sql<{ at: Date | null }[]>`

@@ -9,6 +9,7 @@ import {
 } from '../queries/partitions.ts';
 import { lastScheduledRun } from '../queries/retention-ledger.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import { observeStorage } from '../telemetry/metrics.ts';
 import type { PartitionOptions } from './partition-options.ts';
 import type { RetentionPolicy } from './policy.ts';
 import { runRetention } from './run.ts';
@@ -41,6 +42,7 @@ export class PartitionMaintenance {
   #checking: Promise<unknown> = Promise.resolve();
   #retention: Promise<void> | null = null;
   #retentionNotBefore = 0;
+  #unobserve: (() => void) | null = null;
 
   constructor(deps: PartitionMaintenanceDeps) {
     this.#deps = deps;
@@ -48,6 +50,7 @@ export class PartitionMaintenance {
 
   /** Checks once now (a failure is logged, not thrown: the role it runs in goes on), then every `checkMs`. */
   async start(): Promise<void> {
+    this.#unobserve = observeStorage(this, this.#deps.sql);
     await this.#check();
     if (this.#stop.signal.aborted) return;
     this.#timer = setInterval(() => void this.#check(), this.#deps.options.checkMs);
@@ -68,6 +71,7 @@ export class PartitionMaintenance {
   /** Stops checking; a retention run in progress stops after its current partition. */
   async stop(): Promise<void> {
     this.#stop.abort();
+    this.#unobserve?.();
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
     await this.#checking;

@@ -55,6 +55,8 @@ export const POSTBOX_ATTR = {
   /** A reconciliation check's name and a finding's status (open, manual), on the findings gauge. */
   reconcileCheck: 'postbox.reconcile.check',
   findingStatus: 'postbox.reconcile.finding.status',
+  /** A partitioned table (message_outbox, message_inbox), on the storage gauges. */
+  table: 'postbox.table',
 } as const;
 
 export const MESSAGING_SYSTEM = 'kafka';

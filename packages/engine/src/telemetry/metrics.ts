@@ -9,11 +9,13 @@ import {
   type Observable,
   type ObservableGauge,
 } from '@opentelemetry/api';
-import type { Queryable } from '../db/connect.ts';
+import type { Queryable, Sql } from '../db/connect.ts';
 import type { InboundRecord, PartitionLag } from '../ports/subscriber.ts';
 import { consumerCounts, outboxByTopic } from '../queries/control-counts.ts';
 import { liveFindingCounts } from '../queries/reconcile-metrics.ts';
+import { lastFinishedRun } from '../queries/retention-ledger.ts';
 import { sagaGaugeFacts } from '../queries/saga-metrics.ts';
+import { storageReport } from '../retention/storage.ts';
 import { CHECK_NAMES } from '../reconcile/options.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import type { CycleResult } from '../relay/cycle.ts';
@@ -124,6 +126,28 @@ function build(meter: Meter) {
       'postbox.reconcile.findings.open',
       'Reconciliation findings still broken, per check: open (a repair can act) and manual (an operator decides)',
       '{finding}',
+    ),
+    storageBytes: gauge(
+      'postbox.storage.bytes',
+      'Bytes of a partitioned table (every partition: heap, indexes, TOAST)',
+      'By',
+    ),
+    storageRows: gauge('postbox.storage.rows', "Rows of a partitioned table (the planner's estimate)", '{row}'),
+    partitionsAhead: gauge(
+      'postbox.storage.partitions_ahead',
+      'Partitions made for periods still to come (below 2: no process is making them)',
+      '{partition}',
+    ),
+    defaultRows: gauge(
+      'postbox.storage.default_rows',
+      'Rows in the default partition: ids outside every range (should stay 0)',
+      '{row}',
+    ),
+    retentionAge: gauge(
+      'postbox.retention.last_success_age',
+      'Time since a retention run last finished (-1: never)',
+      's',
+      ValueType.DOUBLE,
     ),
     lag: gauge(
       'postbox.consumer.lag',
@@ -473,4 +497,27 @@ const reconcileGauges = new DatabaseGauges(
  */
 export function observeReconcileFindings(owner: object, sql: Queryable): () => void {
   return reconcileGauges.add(owner, sql);
+}
+
+const storageGauges = new DatabaseGauges(
+  (m) => [m.storageBytes, m.storageRows, m.partitionsAhead, m.defaultRows, m.retentionAge],
+  async (sql) => ({ tables: await storageReport(sql as Sql), lastRun: await lastFinishedRun(sql) }),
+  ({ tables, lastRun }, result, m) => {
+    for (const t of tables) {
+      const table = { [POSTBOX_ATTR.table]: t.table };
+      result.observe(m.storageBytes, t.bytes, table);
+      result.observe(m.storageRows, t.rows, table);
+      result.observe(m.partitionsAhead, t.partitionsAhead, table);
+      result.observe(m.defaultRows, t.defaultRows, table);
+    }
+    result.observe(m.retentionAge, lastRun === null ? -1 : (Date.now() - lastRun.getTime()) / 1000);
+  },
+);
+
+/**
+ * The storage gauges (size, partitions ahead, rows in the default partition, time since retention last ran),
+ * while partition maintenance runs in this process (every relay, consumer and `postbox start`).
+ */
+export function observeStorage(owner: object, sql: Sql): () => void {
+  return storageGauges.add(owner, sql);
 }
