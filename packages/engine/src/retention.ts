@@ -4,9 +4,8 @@ export { resolvePartitionOptions, type PartitionOptions } from './retention/part
 export { DEFAULT_RETENTION_DAYS, resolveRetentionPolicy, type RetentionPolicy } from './retention/policy.ts';
 export { planRetention, type HeldPartition, type RetentionCandidate, type TablePlan } from './retention/plan.ts';
 export { inboxWindowRefusal, type InboxWindowRefusal } from './retention/broker-retention.ts';
+export { checkInboxWindow, RetentionRefusedError } from './retention/inbox-window.ts';
 export {
-  checkInboxWindow,
-  RetentionRefusedError,
   runRetention,
   type RetentionPartitionResult,
   type RetentionProgress,

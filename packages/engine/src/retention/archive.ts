@@ -43,6 +43,11 @@ export function archivePath(dir: string, table: string, partition: string): stri
   return join(dir, table, `${partition}.csv.gz`);
 }
 
+/** Where its manifest goes, beside the archive. */
+function manifestPathOf(dir: string, table: string, partition: string): string {
+  return join(dir, table, `${partition}.manifest.json`);
+}
+
 /** Exports a detached partition (nothing writes it) to its archive and manifest; returns the manifest. */
 export async function exportPartition(sql: Sql, dir: string, t: ArchiveTarget): Promise<ArchiveManifest> {
   const path = archivePath(dir, t.table, t.partition);
@@ -67,8 +72,7 @@ export async function exportPartition(sql: Sql, dir: string, t: ArchiveTarget): 
     exportedAt: new Date().toISOString(),
     runId: t.runId,
   };
-  const manifestPath = `${path.slice(0, -'.csv.gz'.length)}.manifest.json`;
-  await writeSynced(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
+  await writeSynced(manifestPathOf(dir, t.table, t.partition), `${JSON.stringify(manifest, null, 2)}\n`);
   return manifest;
 }
 
@@ -108,7 +112,7 @@ export async function verifyArchive(dir: string, manifest: ArchiveManifest, expe
 
 /** The manifest beside an archive, or null when there is none. */
 export async function readManifest(dir: string, table: string, partition: string): Promise<ArchiveManifest | null> {
-  const path = join(dir, table, `${partition}.manifest.json`);
+  const path = manifestPathOf(dir, table, partition);
   try {
     return JSON.parse(await readFile(path, 'utf8')) as ArchiveManifest;
   } catch (cause) {
