@@ -31,4 +31,14 @@ export {
   type EnvelopeIssue,
 } from './errors.ts';
 export { migrate, type MigrateOptions } from './migrate/runner.ts';
+export { applyRoles, readRoleGrants, type RoleTableGrant } from './migrate/roles.ts';
+export {
+  DATABASE_ROLES,
+  POSTBOX_TABLES,
+  ROLE_FUNCTIONS,
+  ROLE_GRANTS,
+  ROLE_PURPOSE,
+  ROLE_SEQUENCES,
+  type DatabaseRole,
+} from './migrate/role-grants.ts';
 export { createLogger, silentLogger, type Logger, type LoggerOptions } from './telemetry/logger.ts';

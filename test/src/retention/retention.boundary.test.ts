@@ -2,9 +2,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { enqueue, type Sql } from '@postbox/engine';
-import { premakePartitions, PARTITIONED_TABLES } from '@postbox/engine/retention';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
+import { shortPartitions } from '../support/partitions.ts';
 import { Pipeline, stopGracefully } from '../support/pipeline.ts';
 import { stack } from '../support/stack.ts';
 
@@ -28,16 +28,6 @@ after(async () => {
   await db?.drop();
 });
 
-/** Replaces the fresh database's daily partitions (all empty) with PERIOD_S ones from now on. */
-async function shortPartitions(sql: Sql): Promise<void> {
-  for (const table of PARTITIONED_TABLES) {
-    const ranges = await sql<{ partition: string }[]>`
-      SELECT partition::text FROM postbox_partitions(${table}::regclass) WHERE NOT is_default`;
-    for (const r of ranges) await sql`DROP TABLE ${sql(r.partition)}`;
-    await premakePartitions(sql, table, PERIOD_S, 10);
-  }
-}
-
 /** The smallest v7 id of a millisecond, and the largest id of the millisecond before it (the SQL's bounds). */
 async function idsAround(sql: Sql, at: Date): Promise<{ bound: string; before: string }> {
   const [row] = await sql<{ bound: string; before: string }[]>`
@@ -50,7 +40,7 @@ async function idsAround(sql: Sql, at: Date): Promise<{ bound: string; before: s
 test(`a pipeline running across ${RUN_MS / 1000 / PERIOD_S} partition boundaries loses nothing, applies nothing twice, keeps order, and dedups a full redelivery`, {
   timeout: 300_000,
 }, async () => {
-  await shortPartitions(db.sql);
+  await shortPartitions(db.sql, PERIOD_S);
   const topic = uniqueTopic('boundary');
   await createTopic(topic, 3);
   const p = (pipeline = new Pipeline({

@@ -5,7 +5,6 @@ import { readFile, rm, truncate } from 'node:fs/promises';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { enqueue, silentLogger, type Sql } from '@postbox/engine';
 import { outboxRowsAt } from '@postbox/engine/reconcile';
 import {
@@ -19,6 +18,7 @@ import {
   type ArchiveManifest,
 } from '@postbox/engine/retention';
 import { startTestApi } from '../support/api.ts';
+import { readArchiveIds } from '../support/archive-csv.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { spawnPostbox } from '../support/processes.ts';
 
@@ -100,30 +100,7 @@ async function readArchive(
 ): Promise<{ manifest: ArchiveManifest; ids: string[]; file: Buffer }> {
   const base = join(archiveDir, table, dayName(table, k));
   const manifest = JSON.parse(await readFile(`${base}.manifest.json`, 'utf8')) as ArchiveManifest;
-  const file = await readFile(`${base}.csv.gz`);
-  const records = parseCsv(gunzipSync(file).toString('utf8'));
-  const column = records[0]!.indexOf('event_id');
-  return { manifest, file, ids: records.slice(1).map((r) => r[column]!) };
-}
-
-/** RFC 4180 as PostgreSQL writes it: quoted fields may hold commas, newlines and doubled quotes. */
-function parseCsv(text: string): string[][] {
-  const records: string[][] = [];
-  let record: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') (field += '"'), i++;
-      else if (c === '"') quoted = false;
-      else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') record.push(field), (field = '');
-    else if (c === '\n') record.push(field), records.push(record), (record = []), (field = '');
-    else field += c;
-  }
-  return records;
+  return { manifest, ...(await readArchiveIds(`${base}.csv.gz`)) };
 }
 
 function cli(args: string[], env: Record<string, string> = {}) {
@@ -333,6 +310,66 @@ test('the daily run: two processes start their maintenance at once, one runs ret
     const [archived] = await sql<{ rows: number }[]>`
       SELECT coalesce(sum(rows), 0)::int AS rows FROM retention_partition WHERE table_name = 'message_outbox' AND state = 'dropped'`;
     assert.equal(archived!.rows, 1, 'archived before it was dropped');
+  } finally {
+    await own.drop();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('rows in the default partition past the window (old ids replayed) get a partition of their own and leave archived; a recent one is held', async () => {
+  const own = await freshDatabase();
+  const dir = await mkdtemp(join(tmpdir(), 'postbox-archive-'));
+  const sql = own.sql;
+  try {
+    // As after the first retention run: the legacy partitions (everything before the installation) are gone.
+    for (const table of PARTITIONED_TABLES) await sql`DROP TABLE ${sql(`${table}_p_legacy`)}`;
+    const old = today - 100 * DAY;
+    const [archivedId, heldId] = [idAt(old + 3_600_000, 1), idAt(old + 7_200_000, 2)];
+    await sql.begin(async (tx) => {
+      let v = 0;
+      for (const id of [archivedId, heldId])
+        await enqueue(
+          tx,
+          { event_id: id, event_type: 'RetEvent', aggregate_id: 'replayed-1', aggregate_version: ++v, data: {} },
+          { topic: 'retention', producer: 'test' },
+        );
+    });
+    // One was published a hundred days ago; the other only now (a replay of an old event): inside the window.
+    await sql`UPDATE message_outbox SET status = 'published', published_at = ${new Date(old + 3_600_000)} WHERE event_id = ${archivedId}`;
+    await sql`UPDATE message_outbox SET status = 'published', published_at = now() WHERE event_id = ${heldId}`;
+    const [before] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox_p_default`;
+    assert.equal(before!.n, 2, 'ids older than every range are in the default partition');
+
+    const report = await runRetention(sql, {
+      policy: resolveRetentionPolicy({ archiveDir: dir, inboxDays: null }),
+      trigger: 'cli',
+      actor: 'test',
+    });
+    const day = dayName('message_outbox', -100);
+    assert.equal(report.defaultSwept, 1, 'one partition made for the day of both rows');
+    assert.deepEqual(
+      report.plan.find((t) => t.table === 'message_outbox')!.held.map((h) => [h.partition, h.reason]),
+      [[day, '1 rows written or published inside the window']],
+    );
+    // A partition leaves whole: the recent row holds its old neighbour too.
+    const [after] = await sql<{ in_default: number; kept: string[] }[]>`
+      SELECT (SELECT count(*) FROM message_outbox_p_default)::int AS in_default,
+             (SELECT array_agg(event_id::text ORDER BY event_id) FROM ${sql(day)}) AS kept`;
+    assert.deepEqual(after, { in_default: 0, kept: [archivedId, heldId].sort() });
+
+    // Once the replayed one is old too, the partition leaves archived, like any other.
+    await sql`UPDATE message_outbox SET published_at = ${new Date(old)} WHERE event_id = ${heldId}`;
+    const second = await runRetention(sql, {
+      policy: resolveRetentionPolicy({ archiveDir: dir, inboxDays: null }),
+      trigger: 'cli',
+      actor: 'test',
+    });
+    assert.deepEqual(
+      second.partitions.map((p) => [p.partition, p.outcome, p.rows]),
+      [[day, 'dropped', 2]],
+    );
+    const { ids } = await readArchiveIds(join(dir, 'message_outbox', `${day}.csv.gz`));
+    assert.deepEqual(ids.sort(), [archivedId, heldId].sort());
   } finally {
     await own.drop();
     await rm(dir, { recursive: true, force: true });

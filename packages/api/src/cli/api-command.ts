@@ -39,7 +39,7 @@ export async function apiCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const api = readApiConfig();
-  const config = readConfig(stackEnv());
+  const config = readConfig(stackEnv(), process.env, { role: 'api' });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();

@@ -49,7 +49,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   const progressMs = values.progress === undefined ? 0 : Number(values.progress);
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
-  const config = readConfig(stackEnv());
+  const config = readConfig(stackEnv(), process.env, { role: 'consumer' });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();
@@ -119,9 +119,9 @@ function sessionTimeout(config: PostboxConfig): { sessionTimeoutMs?: number } {
   return ms === undefined ? {} : { sessionTimeoutMs: ms };
 }
 
-/** The demo projection writes the demo's own tables, on the demo's topic. */
+/** The demo projection writes the demo's own tables, on the demo's topic (made by the tables' owner). */
 async function prepareDemo(config: PostboxConfig): Promise<void> {
-  const sql = connect({ url: config.databaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
+  const sql = connect({ url: config.ownerDatabaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
   try {
     await migrateDemo(sql);
   } finally {

@@ -11,6 +11,7 @@ import {
 import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import type { RetryScheduler } from '@postbox/engine/runtime';
 import { stackEnv } from '@postbox/stack';
+import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox failures — find, inspect and replay failed events
 
@@ -57,7 +58,7 @@ export async function failuresCommand(argv: string[]): Promise<number> {
   }
   const filter = filterOf(values);
   const env = stackEnv();
-  const sql = connect({ url: env.DATABASE_URL, max: 2, applicationName: 'postbox-failures' });
+  const sql = connect({ url: databaseUrlFor('operator', env), max: 2, applicationName: 'postbox-failures' });
   try {
     if (verb === 'list') {
       const rows = await listFailures(

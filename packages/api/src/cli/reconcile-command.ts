@@ -19,6 +19,7 @@ import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
+import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox reconcile — check the pipeline against the business source of truth, repair what does not hold
 
@@ -81,7 +82,7 @@ export async function reconcileCommand(argv: string[]): Promise<number> {
   }
   const [verb, ...rest] = positionals;
   const env = stackEnv();
-  const sql = connect({ url: env.DATABASE_URL, max: 4, applicationName: 'postbox-reconcile' });
+  const sql = connect({ url: databaseUrlFor('operator', env), max: 4, applicationName: 'postbox-reconcile' });
   const schedulers = new Map<string, RetryScheduler>();
   try {
     if (verb === 'findings') return await findings(sql, values);

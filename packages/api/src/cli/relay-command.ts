@@ -32,7 +32,10 @@ export async function relayCommand(argv: string[]): Promise<number> {
   const threads = values.threads === undefined ? undefined : Number(values.threads);
   if (threads !== undefined && (!Number.isInteger(threads) || threads < 0))
     throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
-  const config = readConfig(stackEnv(), process.env, threads === undefined ? {} : { relayThreads: threads });
+  const config = readConfig(stackEnv(), process.env, {
+    role: 'relay',
+    ...(threads === undefined ? {} : { relayThreads: threads }),
+  });
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();

@@ -58,6 +58,7 @@ export async function retentionCommand(argv: string[]): Promise<number> {
       '--as-of moves the window: a run would drop partitions still inside the real one; add --dry-run, or --force for a simulation',
     );
   const policy = readRetentionPolicy(process.env);
+  // Detach and drop need the tables' owner: retention connects with DATABASE_URL, not an operator role's URL.
   const config = readConfig(stackEnv());
   const offsets = createBrokerOffsets(config.broker, config.topics);
   const brokerRetention = (topics: string[]) => offsets.retention(topics);
@@ -101,7 +102,7 @@ export async function retentionCommand(argv: string[]): Promise<number> {
     const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
     const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
     console.log(
-      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged`,
+      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged${report.defaultSwept > 0 ? `; ${report.defaultSwept} partitions made for default-partition rows past the window` : ''}`,
     );
     return 0;
   } finally {

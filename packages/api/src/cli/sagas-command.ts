@@ -17,6 +17,7 @@ import { stackEnv } from '@postbox/stack';
 import { parseSagaModules } from '../config/api.ts';
 import { actOnSaga, sagaAllowedActions, sagaSteps } from '../sagas/act.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
+import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox sagas — find, inspect and act on sagas
 
@@ -89,7 +90,7 @@ export async function sagasCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return values.help ? 0 : 2;
   }
-  const sql = connect({ url: stackEnv().DATABASE_URL, max: 2, applicationName: 'postbox-sagas' });
+  const sql = connect({ url: databaseUrlFor('operator', stackEnv()), max: 2, applicationName: 'postbox-sagas' });
   try {
     if (verb === 'list') return await list(sql, values);
     if (verb === 'show') return await show(sql, rest[0], values);

@@ -60,7 +60,7 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   }
   const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
   const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
-  const config = readConfig(stackEnv());
+  const config = readConfig(stackEnv(), process.env, { role: 'operator' });
   const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
   const reader = createTopicReader(config.broker, timeoutMs);
   const offsets = createBrokerOffsets(config.broker, config.topics);

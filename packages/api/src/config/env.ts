@@ -17,7 +17,10 @@ import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
  * fix them. Only entry files call this; components take the resolved object.
  */
 export interface PostboxConfig {
+  /** The URL of the command's role (DATABASE_URL_RELAY, …), else DATABASE_URL. */
   databaseUrl: string;
+  /** DATABASE_URL: the tables' owner, for what needs ownership (the demo's migrations). */
+  ownerDatabaseUrl: string;
   redisUrl: string;
   kafka: KafkaConnection;
   /** POSTBOX_BROKER: where the relay publishes (Kafka, or NATS JetStream at NATS_URL). */
@@ -56,6 +59,30 @@ export interface PostboxConfig {
 export interface ConfigOverrides {
   relayThreads?: number;
   logLevel?: string;
+  /** The command's database role: its URL variable wins over DATABASE_URL (databaseUrlFor). */
+  role?: CommandRole;
+}
+
+/** The commands' database roles (`postbox migrate --roles`), each with its URL variable. */
+export type CommandRole = 'relay' | 'consumer' | 'api' | 'operator';
+
+const ROLE_URL: Record<CommandRole, string> = {
+  relay: 'DATABASE_URL_RELAY',
+  consumer: 'DATABASE_URL_CONSUMER',
+  api: 'DATABASE_URL_API',
+  operator: 'DATABASE_URL_OPERATOR',
+};
+
+/**
+ * The URL a command connects with: its role's variable (DATABASE_URL_RELAY, DATABASE_URL_CONSUMER,
+ * DATABASE_URL_API, DATABASE_URL_OPERATOR), else DATABASE_URL, else the local stack's PostgreSQL.
+ */
+export function databaseUrlFor(
+  role: CommandRole | undefined,
+  stack: Pick<StackEnv, 'DATABASE_URL'>,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  return (role && env[ROLE_URL[role]]) || stack.DATABASE_URL;
 }
 
 /**
@@ -82,7 +109,8 @@ export function readConfig(
   };
   const kafka = kafkaConnection(stack.KAFKA_BROKERS, env);
   return {
-    databaseUrl: stack.DATABASE_URL,
+    databaseUrl: databaseUrlFor(overrides.role, stack, env),
+    ownerDatabaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
     kafka,
     broker: brokerConnection(chosenBroker(env), stack, kafka),

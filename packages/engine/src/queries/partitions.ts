@@ -7,7 +7,8 @@ export const PARTITIONED_TABLES: readonly PartitionedTable[] = ['message_outbox'
 
 /**
  * Makes the missing partitions of the next `ahead` periods of `periodSeconds` each, after the newest one
- * (postbox_premake_partitions, migration 0017; it serialises callers with a transaction advisory lock per table, so
+ * (postbox_premake_partitions, migration 0017, through postbox_premake of 0020 so a role that does not own the
+ * tables can; it serialises callers with a transaction advisory lock per table, so
  * processes doing it at once make each partition once). Returns: how many it made. Locks: SHARE UPDATE EXCLUSIVE on the
  * table while a partition is attached (writers go on), the default partition while its rows of a new range move.
  */
@@ -18,7 +19,7 @@ export async function premakePartitions(
   ahead: number,
 ): Promise<number> {
   const [row] = await sql<{ made: number }[]>`
-    SELECT postbox_premake_partitions(${table}::regclass, ${periodSeconds} * interval '1 second', ${ahead}) AS made`;
+    SELECT postbox_premake(${table}, ${periodSeconds}, ${ahead}) AS made`;
   return row!.made;
 }
 
@@ -65,4 +66,27 @@ export async function extendLegacyBound(sql: Sql, table: PartitionedTable): Prom
   if (!row!.moved) return false;
   await sql`ALTER TABLE ${sql(table)} VALIDATE CONSTRAINT ${sql(`${table}_legacy_bound`)}`;
   return true;
+}
+
+/**
+ * Gives rows of the default partition older than `olderThan` partitions of their own, one per period that holds
+ * some and overlaps no range (postbox_sweep_default, migration 0019), so retention can archive and drop them.
+ * Returns: how many partitions it made (at most 50 a call). Locks: the default partition for the call (lock_timeout
+ * 500 ms), SHARE UPDATE EXCLUSIVE on the table while each is attached.
+ */
+export async function sweepDefault(sql: Queryable, table: PartitionedTable, olderThan: Date): Promise<number> {
+  const [row] = await sql<{ made: number }[]>`SELECT postbox_sweep_default(${table}::regclass, ${olderThan}) AS made`;
+  return row!.made;
+}
+
+/**
+ * Whether the connected role owns the partitioned tables (or is a member of their owner): retention's detach and
+ * drop need it, so a process connected as a narrower role (postbox_relay, postbox_consumer) leaves retention to the
+ * owner. Locks: none.
+ */
+export async function ownsPartitionedTables(sql: Queryable): Promise<boolean> {
+  const [row] = await sql<{ owns: boolean }[]>`
+    SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) AS owns
+    FROM pg_class c WHERE c.oid IN ('message_outbox'::regclass, 'message_inbox'::regclass)`;
+  return row?.owns === true;
 }

@@ -3,6 +3,7 @@ import type { TopicRetention } from '../ports/offsets.ts';
 import { tryLockJob } from '../queries/job-lock.ts';
 import {
   extendLegacyBound,
+  ownsPartitionedTables,
   PARTITIONED_TABLES,
   premakePartitions,
   type PartitionedTable,
@@ -106,6 +107,14 @@ export class PartitionMaintenance {
   async #dailyRetention(policy: RetentionPolicy): Promise<void> {
     const { sql, log, brokerRetention } = this.#deps;
     try {
+      if (!(await ownsPartitionedTables(sql))) {
+        this.#retentionNotBefore = Number.POSITIVE_INFINITY;
+        log.warn(
+          {},
+          'the daily retention run is off in this process: its database role does not own the tables (detach and drop need the owner); run postbox retention run as the owner, e.g. daily from cron',
+        );
+        return;
+      }
       const release = await tryLockJob(sql, 'postbox.retention', 'schedule');
       if (!release) return;
       try {

@@ -241,6 +241,22 @@ test('check: an acknowledged send missing from the log is a lost write; a stored
   );
 });
 
+test('check: records the broker removed by retention (below the log start) are neither lost writes nor reorders', () => {
+  fc.assert(
+    fc.property(shape, fc.nat(), fc.nat(), (s, pick, cut) => {
+      const { observation } = simulate(s);
+      const trimmed = structuredClone(observation);
+      const p = trimmed.partitions[pick % trimmed.partitions.length]!;
+      const low = BigInt(cut) % (BigInt(p.high) + 1n);
+      p.low = String(low);
+      trimmed.records = trimmed.records.filter((r) => r.partition !== p.partition || BigInt(r.offset) >= low);
+      const r = check(trimmed);
+      assert.equal(r.log.lostWrites.count, 0, JSON.stringify(r.violations));
+      assert.equal(r.log.reordered.count, 0, JSON.stringify(r.violations));
+    }),
+  );
+});
+
 function base(): Observation {
   return simulate({ versions: [3, 2], merge: [0, 1], resend: [], progress: [1, 1], committedShare: [1, 1], poison: [] })
     .observation;

@@ -81,12 +81,30 @@ export function checkLog(o: Observation, opts: CheckOptions): Checked<LogReport>
         `${row.eventId} stored at ${pos}, which holds ${found.eventId ?? 'a record without event id'}`,
       );
   }
-  for (const aggregate of reorderedAggregates(o.outbox, first)) add(report.reordered, aggregate);
+  // A row whose stored position is below its partition's log start was removed by the broker's retention: its order
+  // is the position the broker acknowledged (earlier than any copy still in the log), not "unsent". A re-send whose
+  // first copy was removed while the stored, later copy is kept can still look reordered: nothing in the log
+  // remembers the first copy.
+  const removed = (row: OutboxFact): Position | null => {
+    if (row.status !== 'published' || row.partition === null || row.offset === null) return null;
+    const end = ends.get(partitionKey(row.topic, row.partition));
+    return end && BigInt(row.offset) < BigInt(end.low) ? { partition: row.partition, offset: row.offset } : null;
+  };
+  for (const aggregate of reorderedAggregates(o.outbox, first, removed)) add(report.reordered, aggregate);
   return { report, violations: logViolations(report, unpublished, opts) };
 }
 
-/** Aggregates whose outbox versions first appear in the log out of order, or past a lower version still unsent. */
-function reorderedAggregates(outbox: OutboxFact[], first: Map<string, RecordFact>): string[] {
+type Position = Pick<RecordFact, 'partition' | 'offset'>;
+
+/**
+ * Aggregates whose outbox versions first appear in the log out of order, or past a lower version still unsent.
+ * `removed` gives the acknowledged position of a row the log no longer holds (below its start).
+ */
+function reorderedAggregates(
+  outbox: OutboxFact[],
+  first: Map<string, RecordFact>,
+  removed: (row: OutboxFact) => Position | null,
+): string[] {
   const byAggregate = new Map<string, OutboxFact[]>();
   for (const row of outbox) {
     const key = `${row.topic}\u0000${row.aggregateId}`;
@@ -97,11 +115,11 @@ function reorderedAggregates(outbox: OutboxFact[], first: Map<string, RecordFact
   const out: string[] = [];
   for (const rows of byAggregate.values()) {
     rows.sort((a, b) => a.version - b.version);
-    let last: RecordFact | null = null;
+    let last: Position | null = null;
     let unsentBelow = false;
     let bad = false;
     for (const row of rows) {
-      const seen = first.get(row.eventId);
+      const seen = removed(row) ?? first.get(row.eventId);
       if (!seen) {
         if (row.status !== 'failed') unsentBelow = true;
         continue;

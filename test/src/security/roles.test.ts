@@ -1,0 +1,222 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, enqueue, type Sql } from '@postbox/engine';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { createTopic, uniqueTopic } from '../support/kafka.ts';
+import { shortPartitions } from '../support/partitions.ts';
+import { Pipeline, stopGracefully } from '../support/pipeline.ts';
+import { spawnPostbox, waitFor } from '../support/processes.ts';
+import { stack } from '../support/stack.ts';
+
+// Least privilege (issue 24): `postbox migrate --roles` makes postbox_producer, _relay, _consumer, _api and
+// _operator with the narrowest grants each needs, idempotently, and prints the matrix the catalog enforces. Login
+// roles made members of them are refused what their command never does (the relay reads no business table, no
+// inbox, no failure store; the consumer no outbox payload; the control plane deletes no outbox row), and a whole
+// pipeline runs with them: a writer as the producer, `postbox relay` and `postbox consume` each with its own URL,
+// making partitions ahead through the owner's function, the daily retention left to the owner.
+let db: TestDatabase;
+const suffix = randomBytes(3).toString('hex');
+const logins = {
+  producer: `pbx_producer_${suffix}`,
+  relay: `pbx_relay_${suffix}`,
+  consumer: `pbx_consumer_${suffix}`,
+  api: `pbx_api_${suffix}`,
+} as const;
+const PASSWORD = `pw-${randomBytes(8).toString('hex')}`;
+const pools: Sql[] = [];
+let pipeline: Pipeline | null = null;
+let archiveDir: string;
+
+before(async () => {
+  db = await freshDatabase('pbroles');
+  archiveDir = await mkdtemp(join(tmpdir(), 'postbox-archive-'));
+});
+
+after(async () => {
+  await pipeline?.stopAll();
+  await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
+  await db?.drop();
+  for (const login of Object.values(logins)) await dropLogin(login);
+  await rm(archiveDir, { recursive: true, force: true });
+});
+
+/** The URL of the test database as `login`. */
+function urlAs(login: string): string {
+  const u = new URL(db.url);
+  u.username = login;
+  u.password = PASSWORD;
+  return u.toString();
+}
+
+function poolAs(login: string): Sql {
+  const sql = connect({ url: urlAs(login), max: 2, applicationName: 'postbox-test-roles' });
+  pools.push(sql);
+  return sql;
+}
+
+async function dropLogin(login: string): Promise<void> {
+  const admin = connect({ url: stack.DATABASE_URL, max: 1 });
+  try {
+    await admin.unsafe(`DROP ROLE IF EXISTS ${login}`);
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+}
+
+/** Runs `statement` and returns the SQLSTATE it failed with (null: it succeeded). */
+async function sqlState(sql: Sql, statement: string): Promise<string | null> {
+  try {
+    await sql.unsafe(statement);
+    return null;
+  } catch (cause) {
+    return (cause as { code?: string }).code ?? String(cause);
+  }
+}
+
+test('postbox migrate --roles is idempotent and prints the grants matrix the catalog enforces', async () => {
+  for (let i = 0; i < 2; i++) {
+    const run = spawnPostbox(['migrate', '--roles'], { DATABASE_URL: db.url });
+    assert.equal(await run.exited, 0, run.output());
+    assert.match(
+      run.output(),
+      /roles: postbox_producer, postbox_relay, postbox_consumer, postbox_api, postbox_operator/,
+    );
+  }
+  const print = spawnPostbox(['migrate', '--roles', '--print'], { DATABASE_URL: db.url });
+  assert.equal(await print.exited, 0, print.output());
+  const rows = new Map(
+    print
+      .output()
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+      .filter((cells) => cells.length === 6)
+      .map(([table, ...cells]) => [table!, cells]),
+  );
+  // producer, relay, consumer, api, operator
+  assert.deepEqual(rows.get('message_outbox'), ['sI', 'SU', 'sI', 'SIU', 'SIU']);
+  assert.deepEqual(rows.get('relay_lane'), ['-', 'SU', '-', 'S', 'S']);
+  assert.deepEqual(rows.get('message_inbox'), ['-', '-', 'SIUD', 'SID', 'SID']);
+  assert.deepEqual(rows.get('message_failure'), ['-', '-', 'SIU', 'SU', 'SU']);
+  assert.deepEqual(rows.get('message_outbox_key'), ['-', '-', '-', 'S', 'S']);
+  assert.ok(rows.size >= 26, `a row per Postbox table: ${[...rows.keys()].join(', ')}`);
+});
+
+test('each role is refused what its command never does', async () => {
+  await db.sql.unsafe(`
+    CREATE ROLE ${logins.producer} LOGIN PASSWORD '${PASSWORD}' IN ROLE postbox_producer;
+    CREATE ROLE ${logins.relay} LOGIN PASSWORD '${PASSWORD}' IN ROLE postbox_relay;
+    CREATE ROLE ${logins.consumer} LOGIN PASSWORD '${PASSWORD}' IN ROLE postbox_consumer;
+    CREATE ROLE ${logins.api} LOGIN PASSWORD '${PASSWORD}' IN ROLE postbox_api`);
+  const relay = poolAs(logins.relay);
+  const consumer = poolAs(logins.consumer);
+  const api = poolAs(logins.api);
+  const producer = poolAs(logins.producer);
+  const denied = '42501';
+  assert.equal(await sqlState(relay, 'SELECT * FROM demo_order LIMIT 1'), denied, 'relay: a business table');
+  assert.equal(await sqlState(relay, 'SELECT * FROM message_failure LIMIT 1'), denied, 'relay: the failure store');
+  assert.equal(await sqlState(relay, 'SELECT * FROM message_inbox LIMIT 1'), denied, 'relay: the inbox');
+  assert.equal(await sqlState(relay, 'DELETE FROM message_outbox'), denied, 'relay: deleting outbox rows');
+  assert.equal(await sqlState(relay, 'SELECT * FROM message_outbox LIMIT 1'), null, 'relay: reads the outbox');
+  assert.equal(await sqlState(consumer, 'SELECT payload FROM message_outbox LIMIT 1'), denied, 'consumer: payloads');
+  assert.equal(await sqlState(consumer, 'UPDATE relay_lane SET owner = NULL'), denied, 'consumer: the relay leases');
+  assert.equal(await sqlState(api, 'DELETE FROM message_outbox'), denied, 'api: deleting outbox rows');
+  assert.equal(await sqlState(api, 'TRUNCATE message_outbox'), denied, 'api: truncating the outbox');
+  assert.equal(await sqlState(api, 'UPDATE relay_lane SET owner = NULL'), denied, 'api: the relay leases');
+  assert.equal(await sqlState(api, 'SELECT count(*) FROM message_failure'), null, 'api: reads the failure store');
+  assert.equal(
+    await sqlState(relay, "SELECT postbox_premake('demo_order', 86400, 1)"),
+    '22023',
+    'the owner-rights function makes partitions of the two Postbox tables only',
+  );
+  assert.equal(await sqlState(api, "SELECT postbox_premake('message_outbox', 86400, 1)"), denied, 'api: premake');
+
+  // The producer enqueues in its own transaction; the key registry its insert keeps is the owner's business.
+  const id = '01890a5d-ac96-774b-bcce-b302099a8057';
+  await producer.begin((tx) =>
+    enqueue(
+      tx,
+      { event_id: id, event_type: 'RoleEvent', aggregate_id: 'roles-1', aggregate_version: 1, data: {} },
+      { topic: 'roles', producer: 'test' },
+    ),
+  );
+  assert.equal(await sqlState(producer, 'SELECT payload FROM message_outbox LIMIT 1'), denied, 'producer: payloads');
+  const [key] = await db.sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM message_outbox_key WHERE aggregate_id = 'roles-1' AND event_id = ${id}`;
+  assert.equal(key!.n, 1, "the producer's insert kept the (aggregate, version) registry");
+});
+
+test('a pipeline runs with the narrow roles: producer, relay and consumer each on its own URL', {
+  timeout: 240_000,
+}, async () => {
+  const topic = uniqueTopic('roles');
+  await createTopic(topic, 3);
+  const p = (pipeline = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: stack.KAFKA_BROKERS,
+    redisUrl: stack.REDIS_URL,
+    topic,
+    partitions: 3,
+    consumer: `roles${suffix}`,
+    env: {
+      DATABASE_URL_RELAY: urlAs(logins.relay),
+      DATABASE_URL_CONSUMER: urlAs(logins.consumer),
+      // Partitions of 2 s: the relay and the consumer must make new ones as they run, with the owner's function.
+      POSTBOX_PARTITION_PERIOD_S: '2',
+      POSTBOX_PARTITION_AHEAD: '5',
+      POSTBOX_ARCHIVE_DIR: archiveDir,
+    },
+  }));
+  await p.setup();
+  // What the application grants its own roles on its own tables.
+  await db.sql.unsafe(`
+    GRANT SELECT, INSERT, UPDATE ON fault_aggregate TO postbox_producer;
+    GRANT SELECT, INSERT, UPDATE ON test_applied, demo_order_projection TO postbox_consumer;
+    GRANT SELECT ON test_handler_control TO postbox_consumer;
+    GRANT USAGE ON SEQUENCE test_applied_seq_seq TO postbox_consumer`);
+  const partitionsNow = async () => {
+    const [row] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM postbox_partitions('message_outbox'::regclass) WHERE NOT is_default`;
+    return row!.n;
+  };
+  // The day partitions give way to 2 s ones from now on, so that the roles must make more as they run (the
+  // previous test's one event goes with the legacy partition).
+  await shortPartitions(db.sql, 2, 5);
+  const before = await partitionsNow();
+  const writer = p.writer({ DATABASE_URL: urlAs(logins.producer), WRITER_RATE: '40', WRITER_AGGREGATES: '10' });
+  const relay = p.relay({ LOG_LEVEL: 'info' });
+  const consumer = p.consumer({ LOG_LEVEL: 'info' });
+  await sleep(8000);
+  const users = await db.sql<{ usename: string }[]>`
+    SELECT DISTINCT usename::text FROM pg_stat_activity WHERE datname = current_database()`;
+  for (const login of [logins.producer, logins.relay, logins.consumer])
+    assert.ok(
+      users.some((u) => u.usename === login),
+      `${login} is connected: ${users.map((u) => u.usename).join(', ')}`,
+    );
+  await stopGracefully(writer, 'writer', 'writer started');
+  const report = await p.settle(120_000, { stuckAfterMs: 30_000 });
+  assert.ok(report.ok, JSON.stringify(report.violations));
+  const [applied] = await db.sql<{ n: number; events: number }[]>`
+    SELECT count(*)::int AS n, (SELECT count(*) FROM message_outbox WHERE topic = ${topic})::int AS events
+    FROM test_applied WHERE consumer = ${p.o.consumer}`;
+  assert.ok(applied!.events > 100, `${applied!.events} events written by the producer role`);
+  assert.equal(applied!.n, applied!.events, 'every event applied once by the consumer role');
+  assert.ok((await partitionsNow()) > before, 'the relay and consumer roles made partitions ahead');
+  for (const [what, proc] of [
+    ['relay', relay],
+    ['consumer', consumer],
+  ] as const) {
+    assert.doesNotMatch(proc.output(), /could not make the partitions ahead/, `${what}: ${proc.output()}`);
+    await waitFor(
+      `${what} to say retention is the owner's`,
+      async () => /retention run is off/.test(proc.output()),
+      10_000,
+      100,
+    );
+  }
+});
