@@ -12,6 +12,7 @@ export const SCENARIOS = [
   'backlog',
   'saga',
   'reconcile',
+  'retention',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -46,6 +47,8 @@ export interface BenchOptions {
    * ev/s beside the consumer); a 10M run is `--backlog 10000000` on its own. @defaultValue 2000000 (quick: 1000000)
    */
   backlogEvents: number;
+  /** Events per simulated day of the retention scenario (60 days kept, then pruned to 30). @defaultValue 20000 (quick: 1000) */
+  retentionEventsPerDay: number;
   /** Demo orders (aggregates) the reconcile scenario's checks run over. @defaultValue 1000000 (quick: 100000) */
   reconcileAggregates: number;
   /** How long each time-bounded measurement (raw producer at one concurrency, naive relay, …) runs. @defaultValue 10000 (quick: 2000) */
@@ -76,6 +79,8 @@ scenarios:
             events/s of the same run (6 events per saga), then start → completed p50/p99 at half that rate
   reconcile every reconciliation check over 1M (quick: 100k) demo orders with 100 broken per check: time, rate,
             peak memory, findings = breakages
+  retention 60 days of traffic kept (daily partitions), then 30 simulated days pruned by daily retention runs
+            while a live load runs: table sizes, relay claim rate and p99 before / during / after
   all       every scenario above, baselines and peers once
 options:
   --events N        events per scenario (default 100000; quick 20000; e2e, drain, scale: a quarter when quick)
@@ -87,6 +92,7 @@ options:
                     beside its raw client's publish and consume rates
   --batch B         relay and raw claim batch (default 500)
   --backlog N       backlog events (default 2000000; quick 1000000; a 10M run: --backlog 10000000 alone)
+  --per-day N       events per simulated day of the retention scenario (default 20000; quick 1000)
   --aggregates N    demo orders of the reconcile scenario (default 1000000; quick 100000)
   --window MS       length of each time-bounded measurement (default 10000; quick 2000)
   --json FILE       write the result as JSON (stable keys: see README, Benchmarks), rewritten after every step
@@ -116,6 +122,7 @@ export function parseOptions(argv: string[]): Parsed {
       batch: { type: 'string' },
       backlog: { type: 'string' },
       aggregates: { type: 'string' },
+      'per-day': { type: 'string' },
       window: { type: 'string' },
       json: { type: 'string' },
       markdown: { type: 'string' },
@@ -152,6 +159,7 @@ export function parseOptions(argv: string[]): Parsed {
       brokers: [...new Set(brokers)] as BenchOptions['brokers'],
       batch: int(values.batch, 'batch', 1, 10_000, 500),
       backlogEvents: int(values.backlog, 'backlog', 1000, 100_000_000, quick ? 1_000_000 : 2_000_000),
+      retentionEventsPerDay: int(values['per-day'], 'per-day', 10, 10_000_000, quick ? 1000 : 20_000),
       reconcileAggregates: int(values.aggregates, 'aggregates', 1000, 100_000_000, quick ? 100_000 : 1_000_000),
       windowMs: int(values.window, 'window', 500, 600_000, quick ? 2000 : 10_000),
       backlogWindowMs: scenario === 'all' && quick ? 30_000 : 0,

@@ -18,6 +18,7 @@ import { latencyScenario } from './scenarios/latency.ts';
 import { reconcileScenario } from './scenarios/reconcile.ts';
 import { relayScenario } from './scenarios/relay.ts';
 import { sagaScenario } from './scenarios/saga.ts';
+import { retentionScenario } from './scenarios/retention.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 
 /** Baselines and peers, in the order they run (each measured alone, before any scenario). */
@@ -45,6 +46,7 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
   backlog: backlogScenario,
   saga: sagaScenario,
   reconcile: reconcileScenario,
+  retention: retentionScenario,
 };
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
@@ -64,6 +66,7 @@ const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: Scenar
   backlog: { baselines: [], scenarios: [] },
   saga: { baselines: ['producer'], scenarios: ['e2e'] },
   reconcile: { baselines: [], scenarios: [] },
+  retention: { baselines: [], scenarios: [] },
 };
 
 export interface PlannedStep {

@@ -126,7 +126,7 @@ export async function latencyScenario({ options, report }: Bench): Promise<void>
 const ms = (v: number) => `${v.toFixed(1)} ms`;
 
 /** Commit-to-consumer-commit percentiles of one level's events, from the database clock at both ends. */
-async function percentiles(
+export async function percentiles(
   sql: Sql,
   prefix: string,
 ): Promise<Pick<LatencyLevel, 'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs' | 'stages'>> {

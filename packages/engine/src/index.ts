@@ -30,7 +30,8 @@ export {
   type ErrorKind,
   type EnvelopeIssue,
 } from './errors.ts';
-export { migrate, type MigrateOptions } from './migrate/runner.ts';
+export { migrate, pendingMigrations, type MigrateOptions, type MigrationFile } from './migrate/runner.ts';
+export { upgradeKind, type UpgradeKind, type UpgradeVerdict } from './migrate/upgrade-kind.ts';
 export { applyRoles, readRoleGrants, type RoleTableGrant } from './migrate/roles.ts';
 export {
   DATABASE_ROLES,

@@ -4,10 +4,12 @@ import {
   connect,
   DATABASE_ROLES,
   migrate,
+  pendingMigrations,
   readRoleGrants,
   ROLE_FUNCTIONS,
   ROLE_PURPOSE,
   ROLE_SEQUENCES,
+  upgradeKind,
   type Sql,
 } from '@postbox/engine';
 import { stackEnv } from '@postbox/stack';
@@ -24,6 +26,9 @@ Options:
                CREATE ROLE relay_svc LOGIN PASSWORD '…' IN ROLE postbox_relay, and give each command its URL:
                DATABASE_URL_RELAY, DATABASE_URL_CONSUMER, DATABASE_URL_API, DATABASE_URL_OPERATOR
   --print      print the grants matrix (role × table × privilege) as the database enforces it
+  --check      apply nothing: list the pending migrations, each expand (safe while processes of the previous
+               version run) or contract (apply once every process runs the new version), and why.
+               Exit 0: nothing pending or expand only; 2: a contract is pending (docs/operations.md, Upgrades)
   -h, --help   this text`;
 
 export async function migrateCommand(argv: string[]): Promise<number> {
@@ -33,6 +38,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       help: { type: 'boolean', short: 'h' },
       roles: { type: 'boolean' },
       print: { type: 'boolean' },
+      check: { type: 'boolean' },
     },
   });
   if (values.help) {
@@ -41,6 +47,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   }
   const sql = connect({ url: stackEnv().DATABASE_URL, max: 1, applicationName: 'postbox-migrate' });
   try {
+    if (values.check) return await checkPending(sql);
     await migrate(sql, { log: (line) => console.log(line) });
     if (values.roles) {
       const statements = await applyRoles(sql);
@@ -51,6 +58,27 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   } finally {
     await sql.end({ timeout: 5 });
   }
+}
+
+/** Pending migrations with their upgrade kind; 2 when one is a contract. */
+async function checkPending(sql: Sql): Promise<number> {
+  const pending = await pendingMigrations(sql);
+  if (pending.length === 0) {
+    console.log('up to date: nothing pending');
+    return 0;
+  }
+  let contracts = 0;
+  for (const f of pending) {
+    const v = upgradeKind(f.version, f.text);
+    if (v.kind === 'contract') contracts++;
+    console.log(`${String(f.version).padStart(4, '0')}_${f.name}  ${v.kind}  ${v.reasons.join('; ')}`);
+  }
+  console.log(
+    contracts === 0
+      ? `${pending.length} pending, all expand: safe to apply while processes of the previous version run`
+      : `${pending.length} pending, ${contracts} contract: apply after every process runs the new version`,
+  );
+  return contracts === 0 ? 0 : 2;
 }
 
 /** The matrix from the catalog: a row per table, a column per role (S select, s some columns, I, U, D). */

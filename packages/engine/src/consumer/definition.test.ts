@@ -11,6 +11,7 @@ test('defineConsumer resolves defaults once: group id, strict first version, sch
   assert.equal(d.firstVersion, 'strict');
   assert.equal(d.handler, 'file:///srv/handlers/project.ts');
   assert.deepEqual(d.limits, defaultConsumerLimits);
+  assert.equal(d.tenants, null, 'every tenant');
   assert.equal(defineConsumer({ name: 'a', topics: ['t'], handler: '/srv/h.ts' }).handler, 'file:///srv/h.ts');
 });
 
@@ -34,6 +35,8 @@ test('defineConsumer refuses bad input loudly, naming the field and the fix', ()
       { name: 'a', topics: ['t'], handler, limits: { maxInFlightBytes: 1024 } },
       /must be at least limits.maxEventBytes/,
     ],
+    [{ name: 'a', topics: ['t'], handler, tenants: [] }, /tenants must be a non-empty list .* leave it out/],
+    [{ name: 'a', topics: ['t'], handler, tenants: ['acme', ''] }, /tenants must be a non-empty list/],
   ];
   for (const [input, message] of bad) {
     assert.throws(

@@ -57,6 +57,12 @@ export interface ConsumerInput {
   firstVersion?: FirstVersionPolicy;
   /** Accepted schema versions per event type; a type not listed accepts only 1. @defaultValue {} */
   schemaVersions?: Record<string, number[]>;
+  /**
+   * The tenants whose events this consumer applies (the event's `tenant` extension attribute). Any other tenant's
+   * event, or one naming none, is a permanent failure `tenant_refused`: stored, never applied. @defaultValue every
+   * event, whatever its tenant
+   */
+  tenants?: string[];
   /** Where a new consumer group starts. @defaultValue true (the beginning: nothing is skipped) */
   fromBeginning?: boolean;
   limits?: Partial<ConsumerLimits>;
@@ -89,6 +95,8 @@ export interface ConsumerDefinition {
   groupId: string;
   firstVersion: FirstVersionPolicy;
   schemaVersions: Record<string, number[]>;
+  /** null: every tenant. */
+  tenants: string[] | null;
   fromBeginning: boolean;
   limits: ConsumerLimits;
   retry: RetryBudget;
@@ -141,6 +149,17 @@ export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
       );
     }
   }
+  const tenants = input.tenants ?? null;
+  if (
+    tenants !== null &&
+    (!Array.isArray(tenants) ||
+      tenants.length === 0 ||
+      !tenants.every((t) => typeof t === 'string' && t.length > 0 && t.length <= 256))
+  ) {
+    throw new ConfigError(
+      `${where}: tenants must be a non-empty list of tenant names (1–256 characters), got ${JSON.stringify(tenants)}; leave it out to accept every tenant`,
+    );
+  }
   const limits = { ...defaultConsumerLimits, ...(input.limits ?? {}) };
   for (const [key, value] of Object.entries(limits)) {
     if (!Number.isInteger(value) || value < 1)
@@ -172,6 +191,7 @@ export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
     groupId,
     firstVersion,
     schemaVersions: structuredClone(schemaVersions),
+    tenants: tenants === null ? null : [...tenants],
     fromBeginning: input.fromBeginning ?? true,
     limits,
     retry,
@@ -229,4 +249,20 @@ export function acceptsSchema(
   version: number,
 ): boolean {
   return (definition.schemaVersions[eventType] ?? [1]).includes(version);
+}
+
+/**
+ * Why the consumer refuses an event's tenant (`extensions.tenant`), or null when it takes it: a consumer that
+ * names its tenants takes only theirs, and no event without one.
+ */
+export function tenantRefusal(
+  definition: Pick<ConsumerDefinition, 'tenants'>,
+  tenant: string | undefined,
+): string | null {
+  const accepted = definition.tenants;
+  if (accepted === null || (tenant !== undefined && accepted.includes(tenant))) return null;
+  const list = accepted.map((t) => JSON.stringify(t)).join(', ');
+  return tenant === undefined
+    ? `the event names no tenant; this consumer takes only tenant ${list}`
+    : `tenant ${JSON.stringify(tenant)} is not one this consumer takes (${list})`;
 }

@@ -163,3 +163,32 @@ test('the fingerprint covers extensions: another value differs, header order doe
   // The digest of an event without extensions, as the inbox stored it before extensions existed.
   assert.equal(fingerprint(base).toString('hex'), '4e4cff1c1bec7a845815c1e0aa533a31');
 });
+
+test('a consumer naming its tenants takes their events only: another tenant, or none, is tenant_refused', () => {
+  const acme = { ...definition, tenants: ['acme', 'initech'] };
+  const withTenant = (tenant: string) => record((r) => (r.headers.tenant = tenant));
+  const taken = parseRecord(withTenant('initech'), acme);
+  assert.ok(taken.ok);
+  assert.equal(taken.envelope.extensions?.tenant, 'initech');
+  for (const [r, detail] of [
+    [withTenant('globex'), /tenant "globex" is not one this consumer takes \("acme", "initech"\)/],
+    [record(), /names no tenant/],
+  ] as const) {
+    const refused = parseRecord(r, acme);
+    assert.ok(!refused.ok);
+    assert.equal(refused.code, 'tenant_refused');
+    assert.match(refused.detail, detail);
+    assert.equal(refused.eventId, id, 'the refusal keeps the identity for the failure row');
+  }
+  // A consumer that names none takes every tenant, and events without one.
+  assert.ok(parseRecord(withTenant('globex'), definition).ok);
+  fc.assert(
+    fc.property(
+      fc.string({ minLength: 1, maxLength: 30 }).filter((t) => !/[\u0000-\u001f\u007f]/.test(t)),
+      (t) => {
+        const parsed = parseRecord(withTenant(t), acme);
+        return parsed.ok === (t === 'acme' || t === 'initech');
+      },
+    ),
+  );
+});

@@ -3,7 +3,7 @@ import { extensionsOf } from '../envelope/extensions.ts';
 import { EnvelopeValidationError } from '../errors.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
-import { acceptsSchema, type ConsumerDefinition } from './definition.ts';
+import { acceptsSchema, tenantRefusal, type ConsumerDefinition } from './definition.ts';
 
 /** Why a record can never be applied as it is. Each code is stored in message_failure.error_code. */
 export type PoisonCode =
@@ -12,7 +12,8 @@ export type PoisonCode =
   | 'not_json'
   | 'envelope_invalid'
   | 'key_mismatch'
-  | 'unknown_schema_version';
+  | 'unknown_schema_version'
+  | 'tenant_refused';
 
 export type ParsedRecord =
   | { ok: true; envelope: Envelope }
@@ -48,13 +49,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Reads a CloudEvents binary-mode record (see relay/record.ts; its headers broker-neutral, envelope/headers.ts)
  * into a validated envelope, or says exactly why not. Checks in order: size, UTF-8, JSON, envelope contract,
- * key = aggregate id, accepted schema version. Every header that is not an attribute Postbox knows (nor the
+ * key = aggregate id, accepted schema version, accepted tenant. Every header that is not an attribute Postbox knows (nor the
  * trace context) is an extension: it reaches the handler in
  * `envelope.extensions` and is held to the same rules as at enqueue (one that breaks them is `envelope_invalid`).
  */
 export function parseRecord(
   record: InboundRecord,
-  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>,
+  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits' | 'tenants'>,
 ): ParsedRecord {
   const h = record.headers;
   const poison = (code: PoisonCode, detail: string, envelope?: Envelope): ParsedRecord => {
@@ -123,5 +124,7 @@ export function parseRecord(
       envelope,
     );
   }
+  const refused = tenantRefusal(definition, envelope.extensions?.tenant);
+  if (refused) return poison('tenant_refused', refused, envelope);
   return { ok: true, envelope };
 }

@@ -12,7 +12,7 @@ export interface ConsumeStepDeps {
   handler: Handler;
   /** The module's handleBatch: a task's events applied in one call. @defaultValue none: the handler per event */
   batchHandler?: BatchHandler | null;
-  definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'limits' | 'retry'> &
+  definition: Pick<ConsumerDefinition, 'name' | 'firstVersion' | 'schemaVersions' | 'tenants' | 'limits' | 'retry'> &
     Partial<Pick<ConsumerDefinition, 'groupId'>>;
   /**
    * Nudges relays after a commit in which a handler wrote outbox rows (a saga's next command, a follow-up

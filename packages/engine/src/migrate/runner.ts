@@ -129,6 +129,23 @@ export async function migrate(sql: Sql, options: MigrateOptions = {}): Promise<n
   return done.map((f) => f.version);
 }
 
+/**
+ * The files of the chain not applied yet, without applying anything or creating the ledger (`postbox migrate
+ * --check`). Throws, as migrate() does, when a file applied before has changed.
+ */
+export async function pendingMigrations(
+  sql: Sql,
+  options: Pick<MigrateOptions, 'directory' | 'scope'> = {},
+): Promise<MigrationFile[]> {
+  const scope = options.scope ?? 'postbox';
+  const files = await readMigrations(options.directory, scope);
+  const [ledger] = await sql<{ exists: boolean }[]>`SELECT to_regclass('postbox_migration') IS NOT NULL AS exists`;
+  if (!ledger!.exists) return files;
+  const applied = await sql<{ version: number; checksum: string }[]>`
+    SELECT version, checksum FROM postbox_migration WHERE scope = ${scope}`;
+  return unapplied(files, new Map(applied.map((r) => [r.version, r.checksum])), scope);
+}
+
 type Reserved = Awaited<ReturnType<Sql['reserve']>>;
 
 /** BEGIN … COMMIT on the reserved connection (postgres.js's begin() would lease another connection). */

@@ -1,6 +1,7 @@
 import type { Queryable } from '../db/connect.ts';
 import { encodeData, validateEnvelope, DEFAULT_MAX_ENVELOPE_BYTES, type Envelope } from '../envelope/envelope.ts';
 import { newEventId } from '../envelope/event-id.ts';
+import { EnvelopeValidationError } from '../errors.ts';
 import { insertOutboxRows, type OutboxInsertRow } from '../queries/outbox-insert.ts';
 import { recordTraceContextDropped } from '../telemetry/metrics.ts';
 import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
@@ -35,6 +36,11 @@ export interface EventInput {
    * at most 20. @defaultValue none
    */
   extensions?: Record<string, string>;
+  /**
+   * The tenant the event belongs to: the `tenant` extension attribute (header `ce_tenant` on Kafka), which a
+   * consumer naming its `tenants` checks. Same as `extensions: { tenant }`. @defaultValue none
+   */
+  tenant?: string;
   /** Set by replay of an edited payload: the event this one replaces. */
   replaces_event_id?: string;
 }
@@ -66,7 +72,7 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       occurred_at: input.occurred_at ?? new Date().toISOString(),
       producer: input.producer ?? options.producer ?? 'postbox',
       ...(input.deadline === undefined ? {} : { deadline: input.deadline }),
-      ...(input.extensions === undefined ? {} : { extensions: input.extensions }),
+      ...withTenant(input),
       data: input.data,
     });
     // None is none: an empty object is stored as NULL and read back as no extensions, as the consumer sees it.
@@ -102,4 +108,15 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
 export async function enqueue(tx: Queryable, event: EventInput, options: EnqueueOptions): Promise<Envelope> {
   const [envelope] = await enqueueMany(tx, [event], options);
   return envelope!;
+}
+
+/** The event's extensions with its `tenant` among them; a tenant given twice, differently, is refused. */
+function withTenant(input: EventInput): { extensions?: Record<string, string> } {
+  if (input.tenant === undefined) return input.extensions === undefined ? {} : { extensions: input.extensions };
+  const named = input.extensions?.tenant;
+  if (named !== undefined && named !== input.tenant)
+    throw new EnvelopeValidationError([
+      { path: 'tenant', rule: `is ${JSON.stringify(input.tenant)} but extensions.tenant is ${JSON.stringify(named)}` },
+    ]);
+  return { extensions: { ...input.extensions, tenant: input.tenant } };
 }

@@ -23,7 +23,7 @@ export interface RetryProcessorDeps {
   scheduler: RetryScheduler;
   budget: RetryBudget;
   /** To store the parsed envelope with a failure. */
-  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'limits'>;
+  definition: Pick<ConsumerDefinition, 'schemaVersions' | 'tenants' | 'limits'>;
   /**
    * Runs one record through the consumer's engine-owned transaction (inbox, version gate, handler);
    * `traceparent` is the retry span, the parent of the run's process span.
