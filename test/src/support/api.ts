@@ -43,6 +43,8 @@ export async function startTestApi(
   databaseUrl: string,
   options: {
     production?: boolean;
+    /** Settings of the control plane over the test's defaults (CORS origins, mutation rate). */
+    config?: Partial<ApiConfig>;
     topics?: string;
     redisUrl?: string;
     kafkaBrokers?: string;
@@ -63,6 +65,9 @@ export async function startTestApi(
     tokens: (Object.keys(ROLE_SCOPES) as Role[]).map((r) => apiToken(`test-${r}`, ROLE_SCOPES[r], tokens[r])),
     devToken: null,
     maxBodyBytes: 65_536,
+    // Tests run many mutations a second with one token; the limit itself has a test of its own.
+    mutationsPerMinute: 1_000_000,
+    ...options.config,
   };
   const resources = createApiResources(
     readConfig(

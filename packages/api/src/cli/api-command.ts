@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { writeFile } from 'node:fs/promises';
 import { createLogger } from '@postbox/engine';
 import { stackEnv } from '@postbox/stack';
-import { readApiConfig } from '../config/api.ts';
+import { apiToken, readApiConfig, readTokens } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
 import { printedSchema } from '../graphql/schema/index.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
@@ -13,7 +13,10 @@ import { shutdownSignal } from './signals.ts';
 const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, sagas, reconciliation, audit)
 
 Environment: DATABASE_URL, KAFKA_BROKERS, REDIS_URL, POSTBOX_API_PORT (4000), POSTBOX_API_HOST (127.0.0.1),
-POSTBOX_API_TOKENS ("actor:scope+scope:token,…"; scopes viewer, operator, admin, payload),
+POSTBOX_API_TOKENS ("actor:scope+scope:token,…"; scopes viewer, operator, admin, payload; an actor may hold
+several), POSTBOX_API_TOKENS_FILE (the same entries, one per line, read again on SIGHUP: add or revoke tokens
+without a restart), POSTBOX_API_CORS_ORIGINS (origins a browser may call from; default none: CORS off),
+POSTBOX_API_MUTATIONS_PER_MINUTE (per token, default 60),
 POSTBOX_ENV=production (no GraphiQL, introspection for admin only, tokens required),
 POSTBOX_SAGA_MODULES ("./sagas.ts,@acme/sagas": modules exporting \`sagas\`, arrays of saga definitions, which
 saga actions are built from; without it sagas are read, not acted on),
@@ -43,7 +46,24 @@ export async function apiCommand(argv: string[]): Promise<number> {
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();
-  return runRoles(signal, log, async (roles) => {
-    await startControlPlaneRoles(roles, config, api);
-  });
+  // SIGHUP reads the tokens again (the file and POSTBOX_API_TOKENS): a revoked token is refused from the next
+  // request on. A file that does not parse keeps the tokens in force and says why.
+  const reload = () => {
+    try {
+      const tokens = readTokens(process.env, api.tokensFile ?? null);
+      if (tokens.length === 0 && api.devToken) tokens.push(apiToken('developer', ['operator'], api.devToken));
+      api.tokens.splice(0, api.tokens.length, ...tokens);
+      log.info({ tokens: tokens.length }, 'API tokens reloaded');
+    } catch (cause) {
+      log.error({ err: String(cause) }, 'API tokens not reloaded: the tokens in force stay');
+    }
+  };
+  process.on('SIGHUP', reload);
+  try {
+    return await runRoles(signal, log, async (roles) => {
+      await startControlPlaneRoles(roles, config, api);
+    });
+  } finally {
+    process.off('SIGHUP', reload);
+  }
 }

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { ConfigError } from '@postbox/engine';
 import { CHECK_NAMES, type CheckName, isCheckName } from '@postbox/engine/reconcile';
 
@@ -23,6 +24,15 @@ export interface ApiConfig {
   /** @defaultValue 65536 */
   maxBodyBytes: number;
   /**
+   * Origins a browser may call the API from (POSTBOX_API_CORS_ORIGINS). @defaultValue [] — no CORS headers at all:
+   * a page of another origin cannot read an answer.
+   */
+  corsOrigins?: string[];
+  /** Mutations a token may run per minute, as a bucket of that many refilled evenly (POSTBOX_API_MUTATIONS_PER_MINUTE). @defaultValue 60 */
+  mutationsPerMinute?: number;
+  /** A file of tokens (POSTBOX_API_TOKENS_FILE: entries as POSTBOX_API_TOKENS, one per line), read again on SIGHUP. */
+  tokensFile?: string | null;
+  /**
    * Modules whose saga definitions the control plane loads (POSTBOX_SAGA_MODULES): the operator actions build
    * their commands from them. Without any, sagas can be read but not acted on. @defaultValue []
    */
@@ -44,7 +54,8 @@ export interface ApiConfig {
  */
 export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const production = (env.POSTBOX_ENV ?? env.NODE_ENV) === 'production';
-  const tokens = parseTokens(env.POSTBOX_API_TOKENS ?? '');
+  const tokensFile = env.POSTBOX_API_TOKENS_FILE || null;
+  const tokens = readTokens(env, tokensFile);
   let devToken: string | null = null;
   if (tokens.length === 0) {
     if (production)
@@ -59,6 +70,9 @@ export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     tokens,
     devToken,
     maxBodyBytes: 65_536,
+    corsOrigins: parseCorsOrigins(env.POSTBOX_API_CORS_ORIGINS ?? ''),
+    mutationsPerMinute: positiveInt(env.POSTBOX_API_MUTATIONS_PER_MINUTE, 'POSTBOX_API_MUTATIONS_PER_MINUTE', 60),
+    tokensFile,
     sagaModules: parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''),
     reconcileModules: parseSagaModules(env.POSTBOX_RECONCILE_MODULES ?? ''),
     reconcileGraceMs: parseReconcileGrace(env.POSTBOX_RECONCILE_GRACE_MS ?? ''),
@@ -97,8 +111,52 @@ export function hash(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
+/**
+ * The tokens of POSTBOX_API_TOKENS and of the POSTBOX_API_TOKENS_FILE (read now: a reload calls this again). An
+ * actor may hold several tokens (one entry each), so a new one can be handed out before the old one is removed.
+ */
+export function readTokens(env: NodeJS.ProcessEnv, file: string | null): ApiToken[] {
+  const tokens = parseTokens(env.POSTBOX_API_TOKENS ?? '');
+  if (file === null) return tokens;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (cause) {
+    throw new ConfigError(`POSTBOX_API_TOKENS_FILE ${file} cannot be read: ${(cause as Error).message}`, { cause });
+  }
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  return [...tokens, ...parseTokens(lines.join(','), `POSTBOX_API_TOKENS_FILE ${file}`)];
+}
+
+/** "https://ops.example.com,https://admin.example.com": exact origins, each scheme://host[:port]. */
+export function parseCorsOrigins(value: string): string[] {
+  const origins = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const o of origins) {
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(o);
+    } catch {}
+    if (!parsed || parsed.origin !== o)
+      throw new ConfigError(`POSTBOX_API_CORS_ORIGINS entry "${o}" must be an origin: scheme://host[:port], no path`);
+  }
+  return origins;
+}
+
+function positiveInt(raw: string | undefined, name: string, fallback: number): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${name} must be an integer ≥ 1, got "${raw}"`);
+  return n;
+}
+
 /** "alice:operator+payload:s3cret,bob:viewer:t0ken" (a token may itself contain ':'). */
-export function parseTokens(value: string): ApiToken[] {
+export function parseTokens(value: string, source = 'POSTBOX_API_TOKENS'): ApiToken[] {
   return value
     .split(',')
     .map((s) => s.trim())
@@ -106,7 +164,7 @@ export function parseTokens(value: string): ApiToken[] {
     .map((entry, i) => {
       const first = entry.indexOf(':');
       const second = entry.indexOf(':', first + 1);
-      const where = `POSTBOX_API_TOKENS entry ${i + 1}`;
+      const where = `${source} entry ${i + 1}`;
       if (first < 1 || second < 0) throw new ConfigError(`${where} must be actor:scope+scope:token`);
       const actor = entry.slice(0, first);
       const scopes = entry.slice(first + 1, second).split('+');

@@ -7,6 +7,7 @@ import { createYoga, type Plugin } from 'graphql-yoga';
 import type { ApiConfig } from '../config/api.ts';
 import { callerOf } from './auth.ts';
 import { graphiqlAssets, renderGraphiQL } from './graphiql.ts';
+import { mutationRateLimit, securityHeaders } from './hardening.ts';
 import type { ApiContext, ApiDeps } from './context.ts';
 import { schema } from './schema/index.ts';
 
@@ -21,7 +22,8 @@ export interface ControlPlane {
  * The GraphQL control plane over HTTP (graphql-yoga): bearer-token callers, graphql-armor limits checked
  * before execution, introspection only outside production or for admin, errors masked (a GraphQLError a
  * resolver meant to show passes; anything else becomes "Unexpected error."), single requests only. GraphiQL
- * (development only) comes from this server, never a CDN, under a strict content security policy.
+ * (development only) comes from this server, never a CDN, under a strict content security policy. CORS is off unless
+ * origins are named; every answer carries security headers; mutations are rate-limited per token (hardening.ts).
  */
 export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
   return createYoga<{}, ApiContext>({
@@ -30,6 +32,11 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
     maskedErrors: true,
     batching: false,
     landingPage: false,
+    // Off unless origins are named: yoga's default answers any origin.
+    cors:
+      (config.corsOrigins ?? []).length > 0
+        ? { origin: config.corsOrigins!, methods: ['GET', 'POST'], allowedHeaders: ['authorization', 'content-type'] }
+        : false,
     graphiql: config.production
       ? false
       : { title: 'Postbox control plane', headers: JSON.stringify({ Authorization: 'Bearer <token>' }) },
@@ -53,6 +60,8 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
         blockFieldSuggestion: { enabled: true },
       }),
       introspectionGate(config),
+      securityHeaders(),
+      mutationRateLimit(config.mutationsPerMinute ?? 60),
       flushAudits(),
     ],
   });
