@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { enqueue, migrate, newEventId, type Sql } from '@postbox/engine';
+import { enqueue, migrate, newEventId, pendingMigrations, type Sql } from '@postbox/engine';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { alive, Pipeline, stopGracefully } from '../support/pipeline.ts';
@@ -111,6 +111,7 @@ test(`an installation with ${LEGACY_ROWS} outbox and inbox rows is partitioned w
   const probe = probeWriter(db.sql, topic);
   const lines: string[] = [];
   const started = performance.now();
+  const pending = (await pendingMigrations(db.sql)).map((f) => f.version);
   const applied = await migrate(db.sql, { lockTimeoutMs: LOCK_TIMEOUT_MS, log: (l) => lines.push(l) });
   const migrationMs = performance.now() - started;
   await sleep(3000);
@@ -120,7 +121,8 @@ test(`an installation with ${LEGACY_ROWS} outbox and inbox rows is partitioned w
       longestMs,
     )} ms over ${written} probe transactions\n# ${lines.join('\n# ')}`,
   );
-  assert.deepEqual(applied, [16, 17, 18]);
+  assert.deepEqual(applied.slice(0, 2), [16, 17], 'the registry and the conversion, among the rest of the chain');
+  assert.deepEqual(applied, pending);
   for (const r of roles)
     assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died:\n${r.output().slice(-3000)}`);
   assert.ok(

@@ -125,3 +125,18 @@ test('a conversion left half done never stops writers: its legacy bound moves on
     SELECT postbox_premake_partitions('half_done', interval '1 day', 7) AS n`;
   assert.equal(made!.n, 0, 'no partitions for a table not converted yet');
 });
+
+test('a process of this version makes partitions ahead on a schema from before 0020 too (a rolling upgrade)', async () => {
+  const older = await freshDatabase('pbt', undefined, { migrateTo: 19 });
+  try {
+    const [fn] = await older.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'postbox_premake'`;
+    assert.equal(fn!.n, 0, 'the owner-rights wrapper is not there yet');
+    const before = (await listPartitions(older.sql, 'message_outbox')).length;
+    assert.ok((await premakePartitions(older.sql, 'message_outbox', 86_400, 12)) > 0);
+    assert.ok((await listPartitions(older.sql, 'message_outbox')).length > before);
+  } finally {
+    await older.drop();
+  }
+});

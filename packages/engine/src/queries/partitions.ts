@@ -1,5 +1,7 @@
 import type { Queryable, Sql } from '../db/connect.ts';
 
+const UNDEFINED_FUNCTION = '42883';
+
 /** The tables Postbox partitions by time (migration 0017). */
 export type PartitionedTable = 'message_outbox' | 'message_inbox';
 
@@ -18,9 +20,17 @@ export async function premakePartitions(
   periodSeconds: number,
   ahead: number,
 ): Promise<number> {
-  const [row] = await sql<{ made: number }[]>`
-    SELECT postbox_premake(${table}, ${periodSeconds}, ${ahead}) AS made`;
-  return row!.made;
+  try {
+    const [row] = await sql<{ made: number }[]>`
+      SELECT postbox_premake(${table}, ${periodSeconds}, ${ahead}) AS made`;
+    return row!.made;
+  } catch (cause) {
+    // A schema before 0020 while this version runs (a rolling upgrade): the function it wraps, as the owner.
+    if ((cause as { code?: string }).code !== UNDEFINED_FUNCTION) throw cause;
+    const [row] = await sql<{ made: number }[]>`
+      SELECT postbox_premake_partitions(${table}::regclass, ${periodSeconds} * interval '1 second', ${ahead}) AS made`;
+    return row!.made;
+  }
 }
 
 /** One partition of a partitioned table, as the catalog and its statistics describe it. */
