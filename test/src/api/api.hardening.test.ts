@@ -69,7 +69,13 @@ test('mutations past the per-token rate answer 429 RATE_LIMITED; queries and oth
   try {
     const codes: Array<string | undefined> = [];
     for (let i = 0; i < 4; i++) {
-      const r = await limited.post(JSON.stringify({ query: MUTATION }), limited.tokens.operator);
+      // The fourth spells the scheme another way: the same token, the same bucket.
+      const r =
+        i < 3
+          ? await limited.post(JSON.stringify({ query: MUTATION }), limited.tokens.operator)
+          : await limited.post(JSON.stringify({ query: MUTATION }), null, {
+              authorization: `bearer  ${limited.tokens.operator}`,
+            });
       codes.push(r.json.errors?.[0]?.extensions?.code);
       if (i === 3) {
         assert.equal(r.status, 429);

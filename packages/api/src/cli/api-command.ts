@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { writeFile } from 'node:fs/promises';
-import { createLogger } from '@postbox/engine';
+import { ConfigError, createLogger } from '@postbox/engine';
 import { stackEnv } from '@postbox/stack';
 import { apiToken, readApiConfig, readTokens } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
@@ -52,10 +52,12 @@ export async function apiCommand(argv: string[]): Promise<number> {
     try {
       const tokens = readTokens(process.env, api.tokensFile ?? null);
       if (tokens.length === 0 && api.devToken) tokens.push(apiToken('developer', ['operator'], api.devToken));
+      if (tokens.length === 0)
+        throw new ConfigError('the reloaded tokens are empty: every caller would be locked out (as at start-up)');
       api.tokens.splice(0, api.tokens.length, ...tokens);
       log.info({ tokens: tokens.length }, 'API tokens reloaded');
     } catch (cause) {
-      log.error({ err: String(cause) }, 'API tokens not reloaded: the tokens in force stay');
+      log.error({ err: cause }, 'API tokens not reloaded: the tokens in force stay');
     }
   };
   process.on('SIGHUP', reload);

@@ -11,10 +11,15 @@ const ANONYMOUS: Caller = { actor: 'anonymous', scopes: new Set() };
 
 /** The caller of a request from its `Authorization: Bearer …` header; constant-time comparison of hashes. */
 export function callerOf(header: string | null, tokens: ApiToken[]): Caller {
-  const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
-  if (!match) return ANONYMOUS;
-  const digest = hash(match[1]!);
+  const token = bearerToken(header);
+  if (token === null) return ANONYMOUS;
+  const digest = hash(token);
   let found: ApiToken | undefined;
   for (const t of tokens) if (timingSafeEqual(t.sha256, digest)) found = t;
   return found ? { actor: found.actor, scopes: found.scopes } : ANONYMOUS;
+}
+
+/** The token of an `Authorization: Bearer …` header, however the scheme is spelled and spaced; null without one. */
+export function bearerToken(header: string | null): string | null {
+  return /^Bearer\s+(\S+)$/i.exec(header ?? '')?.[1] ?? null;
 }

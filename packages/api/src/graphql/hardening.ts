@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { getOperationAST, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { bearerToken } from './auth.ts';
 import type { ApiContext } from './context.ts';
 
 /**
@@ -49,7 +50,7 @@ export class RateBuckets {
 }
 
 /**
- * Mutations per bearer token (its hash; the anonymous caller shares one bucket): past the rate the operation is
+ * Mutations per bearer token (its hash; callers without a valid token share one bucket): past the rate the operation is
  * not executed and answers RATE_LIMITED (HTTP 429, Retry-After). Queries are not counted: they are bounded by
  * graphql-armor's cost limit instead.
  */
@@ -59,8 +60,13 @@ export function mutationRateLimit(perMinute: number): Plugin<ApiContext & { requ
     onExecute({ args, setResultAndStopExecution }) {
       const op = getOperationAST(args.document, args.operationName);
       if (op?.operation !== 'mutation') return;
-      const header = args.contextValue.request.headers.get('authorization') ?? '';
-      const key = createHash('sha256').update(header).digest('base64url');
+      // The token itself, not the header's spelling (`bearer  T` is `Bearer T`); callers without a valid token
+      // share one bucket, so made-up tokens cannot crowd real ones out of the map.
+      const token = bearerToken(args.contextValue.request.headers.get('authorization'));
+      const key =
+        token === null || args.contextValue.caller.actor === 'anonymous'
+          ? 'anonymous'
+          : createHash('sha256').update(token).digest('base64url');
       const wait = buckets.take(key);
       if (wait === 0) return;
       setResultAndStopExecution({

@@ -13,7 +13,7 @@ const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /**
  * Creates the Postbox roles (NOLOGIN) and brings each one's grants to exactly ROLE_GRANTS (role-grants.ts): every
- * privilege on the Postbox tables revoked, then granted again, in one transaction — running it twice changes
+ * privilege on the Postbox tables, the matrix's sequences and functions revoked, then granted again, in one transaction — running it twice changes
  * nothing, and a grant removed from the matrix is removed from the database. Needs CREATEROLE and ownership of the
  * tables (the role that ran `postbox migrate`). Returns the statements it ran.
  */
@@ -28,12 +28,17 @@ export async function applyRoles(sql: Sql): Promise<string[]> {
       { name: string; schema: string }[]
     >`SELECT current_database() AS name, current_schema() AS schema`;
     const tables = POSTBOX_TABLES.map(quote).join(', ');
+    // Every sequence and function any role may be granted: revoked from each role first, like the tables.
+    const sequences = [...new Set(Object.values(ROLE_SEQUENCES).flat())].map(quote).join(', ');
+    const functions = [...new Set(Object.values(ROLE_FUNCTIONS).flat())].join(', ');
     for (const role of DATABASE_ROLES) {
       const [exists] = await tx`SELECT 1 FROM pg_roles WHERE rolname = ${role}`;
       if (!exists) await run(`CREATE ROLE ${quote(role)} NOLOGIN`);
       await run(`GRANT CONNECT ON DATABASE ${quote(db!.name)} TO ${quote(role)}`);
       await run(`GRANT USAGE ON SCHEMA ${quote(db!.schema)} TO ${quote(role)}`);
       await run(`REVOKE ALL ON ${tables} FROM ${quote(role)}`);
+      await run(`REVOKE ALL ON SEQUENCE ${sequences} FROM ${quote(role)}`);
+      await run(`REVOKE ALL ON FUNCTION ${functions} FROM ${quote(role)}`);
       for (const g of ROLE_GRANTS[role]) {
         const privileges = [...g.privileges].map((p) => PRIVILEGE_NAMES[p]!);
         const columns = g.columns ? ` (${g.columns.map(quote).join(', ')})` : '';
