@@ -13,10 +13,24 @@ export { skipEvent, type SkipResult } from './control/skip-event.ts';
 export { retryNow, type RetryNowResult } from './control/retry-now.ts';
 export { republish, type RepublishResult } from './control/republish.ts';
 export { checkHealth, type HealthCheck, type Probe } from './control/health.ts';
-export { listFailures, readFailure, type FailureFilter, type FailureSummary } from './queries/failure-list.ts';
+export {
+  listFailures,
+  readFailure,
+  type FailureDetail,
+  type FailureFilter,
+  type FailureSummary,
+} from './queries/failure-list.ts';
+export { openFailure, type FailureContent } from './crypto/row-seal.ts';
 export { replayFailures, type ReplayItem } from './failures/replay.ts';
 export { purgeFailurePayloads } from './queries/failure-purge.ts';
 export { insertAudit, listAudit, type AuditRow } from './queries/audit.ts';
 export { listBlocked, type BlockedAggregate } from './queries/consumer-blocked.ts';
 export { reportGaps, backfillGaps } from './consumer/gaps.ts';
 export { listConsumers } from './queries/consumer-registry.ts';
+export {
+  rotatePayloadKeys,
+  type RotationOptions,
+  type RotationProgress,
+  type RotationResult,
+} from './crypto/rotate.ts';
+export { payloadKeyUsage } from './queries/payload-rotation.ts';

@@ -117,3 +117,13 @@ export class ActionRefusedError extends PostboxError {
     super(code, 'permanent', message);
   }
 }
+
+/**
+ * A sealed row (failure store, retry ledger) that cannot be opened with the keys at hand: its key is not in the
+ * ring, or its bytes do not authenticate. Permanent: retrying without the right key cannot succeed.
+ */
+export class PayloadKeyError extends PostboxError {
+  constructor(code: 'payload_key_missing' | 'payload_sealed_invalid', message: string, options?: { cause?: unknown }) {
+    super(code, 'permanent', message, options);
+  }
+}

@@ -27,6 +27,7 @@ export {
   BrokerError,
   NotFoundError,
   ActionRefusedError,
+  PayloadKeyError,
   type ErrorKind,
   type EnvelopeIssue,
 } from './errors.ts';
@@ -42,4 +43,10 @@ export {
   ROLE_SEQUENCES,
   type DatabaseRole,
 } from './migrate/role-grants.ts';
+export {
+  formatPayloadKeys,
+  generatePayloadKey,
+  parsePayloadKeys,
+  type PayloadKeyRing,
+} from './crypto/payload-keys.ts';
 export { createLogger, silentLogger, type Logger, type LoggerOptions } from './telemetry/logger.ts';

@@ -1,4 +1,4 @@
-import type { ConsumerDefinition } from '@postbox/engine';
+import { formatPayloadKeys, type ConsumerDefinition, type PayloadKeyRing } from '@postbox/engine';
 import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { fixedPool } from './fixed-pool.ts';
@@ -7,6 +7,8 @@ import { ThreadTelemetry } from './thread-telemetry.ts';
 export interface ConsumePoolOptions {
   databaseUrl: string;
   definition: ConsumerDefinition;
+  /** Seals what the failure store and the retry ledger keep. @defaultValue null: stored in clear */
+  payloadKeys?: PayloadKeyRing | null;
 }
 
 /**
@@ -26,6 +28,7 @@ export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor 
   const telemetry = new ThreadTelemetry('consumer');
   const workerData: ConsumeWorkerData = {
     databaseUrl: options.databaseUrl,
+    payloadKeys: options.payloadKeys ? formatPayloadKeys(options.payloadKeys) : null,
     definition: options.definition,
     telemetry: telemetry.options,
   };

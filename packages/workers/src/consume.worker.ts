@@ -2,7 +2,7 @@
 // its PostgreSQL pool (limits.databasePoolSize); a task is one packed batch of records of distinct aggregates,
 // run in one engine-owned transaction (see engine consumer/consume-step.ts). Only bytes and counts cross over.
 import { workerData } from 'node:worker_threads';
-import { createWaker } from '@postbox/engine';
+import { createWaker, parsePayloadKeys } from '@postbox/engine';
 import { consumeBatch, consumerSql, loadHandlerModule, type ConsumeTask } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { startThreadTelemetry } from './thread-telemetry.ts';
@@ -16,7 +16,9 @@ async function open() {
   const sql = consumerSql(definition, data.databaseUrl);
   // A handler that enqueues (a saga participant, a chained event) gets its rows announced after the commit.
   const waker = createWaker(sql);
-  return (task: ConsumeTask) => consumeBatch({ sql, handler, batchHandler: batch, definition, waker }, task);
+  const payloadKeys = parsePayloadKeys(data.payloadKeys ?? undefined);
+  return (task: ConsumeTask) =>
+    consumeBatch({ sql, handler, batchHandler: batch, definition, waker, payloadKeys }, task);
 }
 
 export default open();

@@ -33,7 +33,7 @@ async function ledger(count: number, delayMs: number): Promise<RetryJob[]> {
       aggregateId: `a-${i}`,
       aggregateVersion: 1,
       topic: 't',
-      record: { offset: String(i) },
+      record: { topic: 't', partition: 0, offset: String(i), key: `a-${i}`, value: null, headers: {} },
       attempt: 2,
       delayMs,
       deadline: null,

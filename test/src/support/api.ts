@@ -53,6 +53,8 @@ export async function startTestApi(
     /** The reconciliation sources and participant records (none: the outbox and consumer checks skip). */
     reconcile?: { sources: ReconcileSource[]; participants?: ParticipantRecords[] };
     reconcileGraceMs?: Partial<Record<CheckName, number>>;
+    /** Further environment the configuration is read from (POSTBOX_PAYLOAD_KEYS, …). */
+    env?: Record<string, string>;
   } = {},
 ): Promise<TestApi> {
   const tokens = Object.fromEntries(
@@ -77,7 +79,7 @@ export async function startTestApi(
         REDIS_URL: options.redisUrl ?? stack.REDIS_URL,
         KAFKA_BROKERS: options.kafkaBrokers ?? stack.KAFKA_BROKERS,
       },
-      { POSTBOX_TOPICS: options.topics ?? 'api.unused:1' },
+      { POSTBOX_TOPICS: options.topics ?? 'api.unused:1', ...options.env },
     ),
     {
       ...(options.sagas ? { sagas: options.sagas } : {}),

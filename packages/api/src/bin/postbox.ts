@@ -40,6 +40,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
     summary: 'retention: plan | run [--dry-run] — archive and drop partitions past their window (audited)',
     load: async () => (await import('../cli/retention-command.ts')).retentionCommand,
   },
+  keys: {
+    summary: 'payload encryption keys: status | rotate (re-encrypt in batches, audited) | generate',
+    load: async () => (await import('../cli/keys-command.ts')).keysCommand,
+  },
   api: {
     summary: 'the GraphQL control plane (backlog, events, failures, replay, sagas, audit)',
     load: async () => (await import('../cli/api-command.ts')).apiCommand,

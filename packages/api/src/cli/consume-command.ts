@@ -106,6 +106,7 @@ export function consumerRuntime(
     partitions: partitionCounts([...config.topics, ...topics]),
     redisUrl: config.redisUrl,
     retryReconcileMs: config.retryReconcileMs,
+    payloadKeys: config.payloadKeys,
     inline,
     log,
     ...sessionTimeout(config),

@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, connect } from '@postbox/engine';
+import { ConfigError, connect, parsePayloadKeys, PayloadKeyError } from '@postbox/engine';
 import {
   listBlocked,
   listFailures,
+  openFailure,
   purgeFailurePayloads,
   readFailure,
   replayFailures,
@@ -93,10 +94,27 @@ export async function failuresCommand(argv: string[]): Promise<number> {
         console.error(`no failure with id ${id}`);
         return 1;
       }
-      const { payload, ...meta } = f;
+      const { payload: _payload, headers: _headers, envelope: _envelope, sealed, key_id, ...meta } = f;
+      let content;
+      try {
+        content = openFailure(parsePayloadKeys(process.env.POSTBOX_PAYLOAD_KEYS), f);
+      } catch (cause) {
+        if (!(cause instanceof PayloadKeyError)) throw cause;
+        console.log(JSON.stringify({ ...meta, encrypted_with: key_id, sealed_bytes: sealed?.length ?? null }, null, 2));
+        console.error(`postbox failures show: ${cause.message}`);
+        return 1;
+      }
+      const { payload, headers, envelope } = content;
       console.log(
         JSON.stringify(
-          { ...meta, payload_bytes: payload?.length ?? null, payload_utf8: payload ? printable(payload) : null },
+          {
+            ...meta,
+            encrypted_with: key_id,
+            headers,
+            envelope,
+            payload_bytes: payload?.length ?? null,
+            payload_utf8: payload ? printable(payload) : null,
+          },
           null,
           2,
         ),
@@ -116,15 +134,20 @@ export async function failuresCommand(argv: string[]): Promise<number> {
         return s;
       };
       try {
-        const items = await replayFailures(sql, dryRun ? null : schedulerFor, {
-          filter,
-          limit: positiveInt(values.limit, 50, 'limit', 1000),
-          dryRun,
-          actor: values.actor ?? process.env.USER ?? 'operator',
-          reason: values.reason,
-          ratePerSecond: positiveInt(values.rate, 20, 'rate'),
-          ...(values.data === undefined ? {} : { editedData: parseJson(values.data) }),
-        });
+        const items = await replayFailures(
+          sql,
+          dryRun ? null : schedulerFor,
+          {
+            filter,
+            limit: positiveInt(values.limit, 50, 'limit', 1000),
+            dryRun,
+            actor: values.actor ?? process.env.USER ?? 'operator',
+            reason: values.reason,
+            ratePerSecond: positiveInt(values.rate, 20, 'rate'),
+            ...(values.data === undefined ? {} : { editedData: parseJson(values.data) }),
+          },
+          parsePayloadKeys(process.env.POSTBOX_PAYLOAD_KEYS),
+        );
         printTable(
           items.map((i) => ({
             id: i.failureId,

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { ConfigError } from '@postbox/engine';
+import { ConfigError, parsePayloadKeys, type PayloadKeyRing } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
 import { resolveRelayOptions, type RelayOptions } from '@postbox/engine/runtime';
 import { parseNatsServers } from '@postbox/engine/nats';
@@ -53,6 +53,11 @@ export interface PostboxConfig {
   kafkaHeartbeatMs: number | undefined;
   /** NATS consumers: a member silent this long loses its partition leases to the others. */
   partitionLeaseMs: number | undefined;
+  /**
+   * POSTBOX_PAYLOAD_KEYS (`id:base64key,…`): seals what the failure store and the retry ledger keep of an event;
+   * null keeps them in clear.
+   */
+  payloadKeys: PayloadKeyRing | null;
 }
 
 /** Settings given as command-line flags: they win over the environment, and never rewrite it. */
@@ -138,6 +143,7 @@ export function readConfig(
     kafkaSessionTimeoutMs: optionalInt(env, 'POSTBOX_KAFKA_SESSION_TIMEOUT_MS', 1000),
     kafkaHeartbeatMs: optionalInt(env, 'POSTBOX_KAFKA_HEARTBEAT_MS', 100),
     partitionLeaseMs: optionalInt(env, 'POSTBOX_PARTITION_LEASE_MS', 1000),
+    payloadKeys: parsePayloadKeys(env.POSTBOX_PAYLOAD_KEYS),
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Sql } from '@postbox/engine';
+import type { PayloadKeyRing, Sql } from '@postbox/engine';
 import type { BacklogMonitor, Probe } from '@postbox/engine/control';
 import type { Reconciler } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
@@ -22,6 +22,8 @@ export interface ApiDeps {
    * the process hosting it). Without sources the outbox and consumer checks are skipped, the others run.
    */
   reconciler: Reconciler;
+  /** Opens sealed failures for the payload scope, seals the ledger rows a replay or skip writes. */
+  payloadKeys: PayloadKeyRing | null;
 }
 
 export interface ApiContext {

@@ -61,6 +61,7 @@ export function createApiResources(config: PostboxConfig, options: ApiResourceOp
     },
     ...(options.sagas ? { sagas: options.sagas } : {}),
     reconciler,
+    payloadKeys: config.payloadKeys,
   };
   return {
     deps,

@@ -1,3 +1,4 @@
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import type { Sql } from '../db/connect.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
 import { processRetry } from '../retry/process-retry.ts';
@@ -17,6 +18,8 @@ export interface DurableRetryConfig {
   sql: Sql;
   /** @defaultValue 60000 */
   reconcileIntervalMs?: number;
+  /** Opens and seals the ledger's records and the failures it writes. @defaultValue null: in clear */
+  payloadKeys?: PayloadKeyRing | null;
 }
 
 /**
@@ -64,6 +67,7 @@ export class DurableRetries {
           budget: this.#definition.retry,
           definition: this.#definition,
           run: this.#run,
+          payloadKeys: this.#config.payloadKeys ?? null,
         };
         const outcome = await processRetry(deps, job);
         this.#counters.retriesRun[outcome]++;

@@ -1,3 +1,4 @@
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { createWaker } from '../outbox/wake.ts';
 import { consumeBatch } from './consume-step.ts';
 import type { ConsumerDefinition } from './definition.ts';
@@ -14,7 +15,11 @@ export interface ConsumeExecutor {
 }
 
 /** The consume step on the calling thread, with its own pool: for tests, debugging and threads = 0. */
-export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUrl: string): ConsumeExecutor {
+export function inlineConsumeExecutor(
+  definition: ConsumerDefinition,
+  databaseUrl: string,
+  payloadKeys: PayloadKeyRing | null = null,
+): ConsumeExecutor {
   const sql = consumerSql(definition, databaseUrl);
   const waker = createWaker(sql);
   const handlers = loadHandlerModule(definition.handler);
@@ -23,7 +28,7 @@ export function inlineConsumeExecutor(definition: ConsumerDefinition, databaseUr
     concurrency: 1,
     run: async (task) => {
       const { handler, batch } = await handlers;
-      return consumeBatch({ sql, handler, batchHandler: batch, definition, waker }, task);
+      return consumeBatch({ sql, handler, batchHandler: batch, definition, waker, payloadKeys }, task);
     },
     close() {
       closed ??= waker.flush().then(() => sql.end({ timeout: 5 }));

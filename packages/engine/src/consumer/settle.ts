@@ -65,22 +65,27 @@ export async function settleFailure(deps: StepDeps, record: InboundRecord, failu
 
 export async function failInTransaction(tx: Tx, deps: StepDeps, record: InboundRecord, f: Failure): Promise<void> {
   const consumer = deps.definition.name;
-  await insertFailure(tx, consumer, {
-    event_id: f.eventId,
-    event_type: f.eventType,
-    aggregate_id: f.aggregateId,
-    aggregate_version: f.aggregateVersion,
-    topic: record.topic,
-    partition: record.partition,
-    offset: record.offset,
-    payload: record.value ? Buffer.from(record.value) : null,
-    headers: record.headers,
-    envelope: f.envelope,
-    error_code: f.code,
-    error_detail: f.detail,
-    attempts: f.attempts ?? 1,
-    status: f.status ?? 'open',
-  });
+  await insertFailure(
+    tx,
+    consumer,
+    {
+      event_id: f.eventId,
+      event_type: f.eventType,
+      aggregate_id: f.aggregateId,
+      aggregate_version: f.aggregateVersion,
+      topic: record.topic,
+      partition: record.partition,
+      offset: record.offset,
+      payload: record.value ? Buffer.from(record.value) : null,
+      headers: record.headers,
+      envelope: f.envelope,
+      error_code: f.code,
+      error_detail: f.detail,
+      attempts: f.attempts ?? 1,
+      status: f.status ?? 'open',
+    },
+    deps.payloadKeys,
+  );
   if (f.aggregateId) {
     await blockAggregate(tx, consumer, {
       aggregate_id: f.aggregateId,
@@ -123,19 +128,23 @@ export async function scheduleRetry(
     await failInTransaction(tx, deps, record, failure);
     return { failure };
   }
-  const dueAt = await insertLedgerRow(tx, {
-    consumer,
-    eventId: envelope.event_id,
-    aggregateId: envelope.aggregate_id,
-    aggregateVersion: envelope.aggregate_version,
-    topic: record.topic,
-    record: storeRecord(record),
-    attempt: attempt + 1,
-    delayMs: decision.delayMs,
-    deadline: deadline === null ? null : new Date(deadline),
-    errorCode: code,
-    error: detail,
-  });
+  const dueAt = await insertLedgerRow(
+    tx,
+    {
+      consumer,
+      eventId: envelope.event_id,
+      aggregateId: envelope.aggregate_id,
+      aggregateVersion: envelope.aggregate_version,
+      topic: record.topic,
+      record: storeRecord(record),
+      attempt: attempt + 1,
+      delayMs: decision.delayMs,
+      deadline: deadline === null ? null : new Date(deadline),
+      errorCode: code,
+      error: detail,
+    },
+    deps.payloadKeys,
+  );
   await blockAggregate(tx, consumer, {
     aggregate_id: envelope.aggregate_id,
     event_id: envelope.event_id,
@@ -161,20 +170,25 @@ export async function scheduleRetry(
  */
 export async function conflictFailure(tx: Tx, deps: StepDeps, event: ValidEvent): Promise<RecordResult> {
   const detail = `event_id ${event.envelope.event_id} was taken in before with other content (type, versions, key or data differ): a producer reused the id; this delivery was not applied`;
-  await insertFailure(tx, deps.definition.name, {
-    event_id: event.envelope.event_id,
-    event_type: event.envelope.event_type,
-    aggregate_id: event.envelope.aggregate_id,
-    aggregate_version: event.envelope.aggregate_version,
-    topic: event.record.topic,
-    partition: event.record.partition,
-    offset: event.record.offset,
-    payload: event.record.value ? Buffer.from(event.record.value) : null,
-    headers: event.record.headers,
-    envelope: event.envelope,
-    error_code: 'event_id_conflict',
-    error_detail: detail,
-  });
+  await insertFailure(
+    tx,
+    deps.definition.name,
+    {
+      event_id: event.envelope.event_id,
+      event_type: event.envelope.event_type,
+      aggregate_id: event.envelope.aggregate_id,
+      aggregate_version: event.envelope.aggregate_version,
+      topic: event.record.topic,
+      partition: event.record.partition,
+      offset: event.record.offset,
+      payload: event.record.value ? Buffer.from(event.record.value) : null,
+      headers: event.record.headers,
+      envelope: event.envelope,
+      error_code: 'event_id_conflict',
+      error_detail: detail,
+    },
+    deps.payloadKeys,
+  );
   return { outcome: 'failed', drained: 0, code: 'event_id_conflict', detail };
 }
 

@@ -1,3 +1,4 @@
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import type { Sql } from '../db/connect.ts';
 import type { Waker } from '../outbox/wake.ts';
 import type { Envelope } from '../envelope/envelope.ts';
@@ -19,6 +20,8 @@ export interface ConsumeStepDeps {
    * event), as `transaction()` does for a service. @defaultValue none: those rows wait for the relays' poll
    */
   waker?: Waker | null;
+  /** Seals what the failure store and the retry ledger keep of an event. @defaultValue null: stored in clear */
+  payloadKeys?: PayloadKeyRing | null;
 }
 
 /** The step's own view of one task: the handler runs inside each event's process span. */

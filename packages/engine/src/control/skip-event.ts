@@ -2,6 +2,7 @@ import type { Sql } from '../db/connect.ts';
 import { ActionRefusedError, ConfigError, NotFoundError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { lockSkipTarget, markSkipped, takeParkedSuccessor } from '../queries/skip-event.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 
@@ -27,7 +28,12 @@ export interface SkipResult {
  * effect, and what was parked behind it drains through the retry path. Only the head can be skipped — skipping a
  * later version would hide the earlier one — and only by an audited operator action with a reason.
  */
-export async function skipEvent(sql: Sql, scheduler: RetryScheduler | null, request: SkipRequest): Promise<SkipResult> {
+export async function skipEvent(
+  sql: Sql,
+  scheduler: RetryScheduler | null,
+  request: SkipRequest,
+  keys: PayloadKeyRing | null = null,
+): Promise<SkipResult> {
   if (!request.reason.trim()) throw new ConfigError('skip needs a reason (it is written to the audit log)');
   const outcome = await sql.begin(async (tx) => {
     const target = await lockSkipTarget(tx, request.consumer, request.eventId);
@@ -47,20 +53,24 @@ export async function skipEvent(sql: Sql, scheduler: RetryScheduler | null, requ
     if (next) {
       if (!scheduler)
         throw new ConfigError('skipping an event with parked successors needs the retry scheduler (REDIS_URL)');
-      dueAt = await scheduleRetry(tx, {
-        consumer: request.consumer,
-        eventId: next.event_id,
-        aggregateId: target.aggregate_id,
-        aggregateVersion: target.aggregate_version + 1,
-        topic: next.topic,
-        record: next.record,
-        attempt: 1,
-        delayMs: 0,
-        deadline: null,
-        errorCode: 'skip',
-        error: `resumed after ${request.actor} skipped ${request.eventId}`,
-        resetBudget: true,
-      });
+      dueAt = await scheduleRetry(
+        tx,
+        {
+          consumer: request.consumer,
+          eventId: next.event_id,
+          aggregateId: target.aggregate_id,
+          aggregateVersion: target.aggregate_version + 1,
+          topic: next.topic,
+          record: next.record,
+          attempt: 1,
+          delayMs: 0,
+          deadline: null,
+          errorCode: 'skip',
+          error: `resumed after ${request.actor} skipped ${request.eventId}`,
+          resetBudget: true,
+        },
+        keys,
+      );
     }
     const auditId = await insertAudit(tx, {
       actor: request.actor,

@@ -1,7 +1,9 @@
 import type { Sql } from '../db/connect.ts';
 import { newEventId } from '../envelope/event-id.ts';
 import { neutralHeaders } from '../envelope/headers.ts';
-import { ConfigError } from '../errors.ts';
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
+import { openFailure } from '../crypto/row-seal.ts';
+import { ConfigError, PayloadKeyError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import {
   aggregateState,
@@ -58,11 +60,16 @@ export interface ReplayItem {
   dueAt?: Date;
 }
 
-/** `schedulerFor` gives the retry scheduler of a consumer (each consumer has its own queue); null for a dry run. */
+/**
+ * `schedulerFor` gives the retry scheduler of a consumer (each consumer has its own queue); null for a dry run.
+ * `keys` opens sealed failures and seals the ledger rows a replay writes; a failure whose key is not in the ring
+ * is not replayable, and says which key it needs.
+ */
 export async function replayFailures(
   sql: Sql,
   schedulerFor: ((consumer: string) => RetryScheduler) | null,
   request: ReplayRequest,
+  keys: PayloadKeyRing | null = null,
 ): Promise<ReplayItem[]> {
   const limit = request.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
@@ -86,8 +93,13 @@ export async function replayFailures(
     const items: ReplayItem[] = [];
     let slot = 0;
     for (const summary of candidates.reverse()) {
-      const failure = await readFailure(sql, summary.failure_id);
-      if (!failure) continue;
+      const stored = await readFailure(sql, summary.failure_id);
+      if (!stored) continue;
+      const failure = opened(keys, stored);
+      if ('error' in failure) {
+        items.push({ ...itemBase(stored), verdict: 'not_replayable', detail: failure.error });
+        continue;
+      }
       const link = creationLink(failure.headers?.traceparent, failure.headers?.tracestate, {
         [POSTBOX_ATTR.failureId]: failure.failure_id,
         [POSTBOX_ATTR.consumer]: failure.consumer_name,
@@ -109,6 +121,7 @@ export async function replayFailures(
           request,
           delayMs,
           activeTraceparent(span),
+          keys,
         ),
       );
     }
@@ -118,14 +131,29 @@ export async function replayFailures(
   });
 }
 
-async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
-  const base = {
+/** The failure with its payload, headers and envelope opened (a sealed row), or why they cannot be. */
+function opened(keys: PayloadKeyRing | null, f: FailureDetail): FailureDetail | { error: string } {
+  if (f.sealed === null) return f;
+  try {
+    return { ...f, ...openFailure(keys, f) } as FailureDetail;
+  } catch (cause) {
+    if (cause instanceof PayloadKeyError) return { error: cause.message };
+    throw cause;
+  }
+}
+
+function itemBase(f: FailureDetail): Omit<ReplayItem, 'verdict' | 'detail'> {
+  return {
     failureId: f.failure_id,
     consumer: f.consumer_name,
     eventId: f.event_id,
     aggregateId: f.aggregate_id,
     aggregateVersion: f.aggregate_version,
   };
+}
+
+async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
+  const base = itemBase(f);
   if (f.status !== 'open' && f.status !== 'expired')
     return { ...base, verdict: 'not_replayable', detail: `failure is ${f.status}` };
   if (!f.event_id || !f.aggregate_id || f.aggregate_version === null || !f.topic) {
@@ -167,6 +195,7 @@ async function scheduleReplay(
   request: ReplayRequest,
   delayMs: number,
   traceparent: string | undefined,
+  keys: PayloadKeyRing | null,
 ): Promise<ReplayItem> {
   const headers = neutralHeaders(f.headers ?? {});
   let value = f.payload;
@@ -188,20 +217,24 @@ async function scheduleReplay(
   const dueAt = await sql.begin(async (tx) => {
     const locked = await readFailure(tx, f.failure_id, true);
     if (!locked || (locked.status !== 'open' && locked.status !== 'expired')) return null;
-    const at = await scheduleRetry(tx, {
-      consumer: f.consumer_name,
-      eventId,
-      aggregateId: f.aggregate_id!,
-      aggregateVersion: f.aggregate_version!,
-      topic: f.topic!,
-      record,
-      attempt: 1,
-      delayMs,
-      deadline: null,
-      errorCode: 'replay',
-      error: `replay of failure ${f.failure_id} by ${request.actor}: ${request.reason}`,
-      resetBudget: true,
-    });
+    const at = await scheduleRetry(
+      tx,
+      {
+        consumer: f.consumer_name,
+        eventId,
+        aggregateId: f.aggregate_id!,
+        aggregateVersion: f.aggregate_version!,
+        topic: f.topic!,
+        record,
+        attempt: 1,
+        delayMs,
+        deadline: null,
+        errorCode: 'replay',
+        error: `replay of failure ${f.failure_id} by ${request.actor}: ${request.reason}`,
+        resetBudget: true,
+      },
+      keys,
+    );
     await insertAudit(tx, {
       actor: request.actor,
       action: request.editedData === undefined ? 'failure.replay' : 'failure.replay_edited',

@@ -27,6 +27,8 @@ export interface FailureSummary {
   last_failed_at: Date;
   status: string;
   replayed_at: Date | null;
+  /** The ring key that sealed the payload, null when it is stored in clear (or was purged). */
+  key_id: string | null;
 }
 
 /**
@@ -43,7 +45,7 @@ export async function listFailures(
   const rows = await sql<FailureSummary[]>`
     SELECT failure_id::int, consumer_name, event_id, event_type, aggregate_id, aggregate_version::int, topic,
            broker_partition, broker_offset::text, error_code, error_detail, attempts, first_failed_at, last_failed_at,
-           status, replayed_at
+           status, replayed_at, key_id
     FROM message_failure
     WHERE (${f.consumer ?? null}::text IS NULL OR consumer_name = ${f.consumer ?? null})
       AND (${f.errorCode ?? null}::text IS NULL OR error_code = ${f.errorCode ?? null})
@@ -59,6 +61,7 @@ export async function listFailures(
 }
 
 export interface FailureDetail extends FailureSummary {
+  sealed: Buffer | null;
   payload: Buffer | null;
   headers: Record<string, string> | null;
   envelope: unknown;
@@ -66,12 +69,15 @@ export interface FailureDetail extends FailureSummary {
   payload_purged_at: Date | null;
 }
 
-/** One failure with its raw payload and headers. Locks: the row when `forUpdate`. */
+/**
+ * One failure with its raw payload and headers, as stored: a sealed row's are in `sealed` (`openFailure` in
+ * crypto/row-seal.ts opens them). Locks: the row when `forUpdate`.
+ */
 export async function readFailure(sql: Queryable, id: number, forUpdate = false): Promise<FailureDetail | undefined> {
   const [row] = await sql<FailureDetail[]>`
     SELECT failure_id::int, consumer_name, event_id, event_type, aggregate_id, aggregate_version::int, topic,
            broker_partition, broker_offset::text, error_code, error_detail, attempts, first_failed_at, last_failed_at,
-           status, replayed_at, payload, headers, envelope, payload_purged_at
+           status, replayed_at, payload, headers, envelope, key_id, sealed, payload_purged_at
     FROM message_failure WHERE failure_id = ${id}
     ${forUpdate ? sql`FOR UPDATE` : sql``}`;
   return row;

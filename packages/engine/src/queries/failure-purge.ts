@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/connect.ts';
 
 /**
- * Payload retention of the failure store: drops the raw payload (and headers, which may carry data too) of
+ * Payload retention of the failure store: drops the raw payload (and headers, which may carry data too; sealed or not) of
  * failures last seen before the cutoff, keeping the row — who failed, why, when — for the record. A purged
  * failure can no longer be replayed. Parameters: cutoff, batch size, and `closedOnly` (retention's run: failures
  * replayed, skipped or expired — an open one keeps its payload until an operator decides). Returns: rows purged.
@@ -14,7 +14,7 @@ export async function purgeFailurePayloads(
   closedOnly = false,
 ): Promise<number> {
   const rows = await sql`
-    UPDATE message_failure SET payload = NULL, headers = NULL, envelope = NULL, payload_purged_at = now()
+    UPDATE message_failure SET payload = NULL, headers = NULL, envelope = NULL, sealed = NULL, key_id = NULL, payload_purged_at = now()
     WHERE failure_id IN (
       SELECT failure_id FROM message_failure
       WHERE payload_purged_at IS NULL AND last_failed_at < ${olderThan} AND (NOT ${closedOnly} OR status <> 'open')

@@ -1,7 +1,13 @@
+import type { StoredRecord } from '../consumer/stored-record.ts';
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
+import { sealRecord, type SealedColumns } from '../crypto/row-seal.ts';
 import type { Queryable } from '../db/connect.ts';
 
-/** One scheduled retry as the ledger holds it. `record` is the broker record as received (value base64). */
-export interface LedgerRow {
+/**
+ * One scheduled retry as the ledger holds it. `record` is the broker record as received (value base64), or null
+ * when it is sealed (`openRecord` in crypto/row-seal.ts gives it either way).
+ */
+export interface LedgerRow extends SealedColumns {
   consumer_name: string;
   event_id: string;
   aggregate_id: string;
@@ -23,7 +29,7 @@ export interface ScheduleRetry {
   aggregateId: string;
   aggregateVersion: number;
   topic: string;
-  record: unknown;
+  record: StoredRecord;
   /** The attempt that will run next (2 after the first delivery failed). */
   attempt: number;
   delayMs: number;
@@ -36,19 +42,25 @@ export interface ScheduleRetry {
 
 /**
  * Records (or advances) the retry of one event: the truth of the durable schedule, written in the transaction
- * that settles the failed attempt. first_failed_at is kept from the first failure.
- * Returns: the row's next_attempt_at. Locks: the ledger row.
+ * that settles the failed attempt. first_failed_at is kept from the first failure. With a key ring the record is
+ * stored sealed. Returns: the row's next_attempt_at. Locks: the ledger row.
  */
-export async function scheduleRetry(tx: Queryable, r: ScheduleRetry): Promise<Date> {
+export async function scheduleRetry(
+  tx: Queryable,
+  r: ScheduleRetry,
+  keys: PayloadKeyRing | null = null,
+): Promise<Date> {
+  const sealed = keys ? sealRecord(keys, r.consumer, r.eventId, r.record) : null;
   const [row] = await tx<{ next_attempt_at: Date }[]>`
-    INSERT INTO message_retry (consumer_name, event_id, aggregate_id, aggregate_version, topic, record, attempt,
-                               next_attempt_at, first_failed_at, deadline, last_error_code, last_error, status)
-    VALUES (${r.consumer}, ${r.eventId}, ${r.aggregateId}, ${r.aggregateVersion}, ${r.topic}, ${tx.json(r.record as never)},
-            ${r.attempt}, now() + ${r.delayMs} * interval '1 millisecond', now(), ${r.deadline}, ${r.errorCode},
+    INSERT INTO message_retry (consumer_name, event_id, aggregate_id, aggregate_version, topic, record, key_id, sealed,
+                               attempt, next_attempt_at, first_failed_at, deadline, last_error_code, last_error, status)
+    VALUES (${r.consumer}, ${r.eventId}, ${r.aggregateId}, ${r.aggregateVersion}, ${r.topic},
+            ${sealed ? null : tx.json(r.record as never)}, ${sealed?.keyId ?? null}, ${sealed?.bytes ?? null}, ${r.attempt}, now() + ${r.delayMs} * interval '1 millisecond', now(), ${r.deadline}, ${r.errorCode},
             ${r.error.slice(0, 2000)}, 'scheduled')
     ON CONFLICT (consumer_name, event_id) DO UPDATE
       SET attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at, last_error_code = excluded.last_error_code,
           last_error = excluded.last_error, status = 'scheduled', updated_at = now(), record = excluded.record,
+          key_id = excluded.key_id, sealed = excluded.sealed,
           first_failed_at = CASE WHEN ${r.resetBudget ?? false} THEN now() ELSE message_retry.first_failed_at END
     RETURNING next_attempt_at`;
   return row!.next_attempt_at;
@@ -60,7 +72,7 @@ export async function scheduleRetry(tx: Queryable, r: ScheduleRetry): Promise<Da
  */
 export async function lockLedgerRow(tx: Queryable, consumer: string, eventId: string): Promise<LedgerRow | undefined> {
   const [row] = await tx<LedgerRow[]>`
-    SELECT consumer_name, event_id, aggregate_id, aggregate_version::text, topic, record, attempt, next_attempt_at,
+    SELECT consumer_name, event_id, aggregate_id, aggregate_version::text, topic, record, key_id, sealed, attempt, next_attempt_at,
            first_failed_at, deadline, last_error_code, last_error, status
     FROM message_retry WHERE consumer_name = ${consumer} AND event_id = ${eventId}
     FOR UPDATE`;

@@ -10,6 +10,8 @@ import { parseRecord } from '../consumer/parse.ts';
 import type { RecordResult } from '../consumer/wire.ts';
 import { nextRetry, type RetryBudget } from './budget.ts';
 import { loadRecord, type StoredRecord } from '../consumer/stored-record.ts';
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
+import { openRecord } from '../crypto/row-seal.ts';
 import type { RetryJob, RetryScheduler } from '../ports/retry-scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
@@ -29,6 +31,8 @@ export interface RetryProcessorDeps {
    * `traceparent` is the retry span, the parent of the run's process span.
    */
   run: (record: InboundRecord, attempt: number, traceparent?: string) => Promise<RecordResult>;
+  /** Opens sealed ledger rows and seals what this writes. @defaultValue null: rows in clear */
+  payloadKeys?: PayloadKeyRing | null;
 }
 
 export type RetryProcessOutcome = 'stale' | 'settled' | 'rescheduled' | 'exhausted' | 'expired';
@@ -45,7 +49,7 @@ export async function processRetry(deps: RetryProcessorDeps, job: RetryJob): Pro
   const row = await lockLedgerRow(deps.sql, deps.consumer, job.eventId);
   if (!row || row.status !== 'scheduled' || row.attempt !== job.attempt || row.next_attempt_at.getTime() !== job.dueAt)
     return 'stale';
-  const stored = row.record as StoredRecord;
+  const stored = openRecord(deps.payloadKeys ?? null, row);
   // A new trace per attempt, linked to the event's creation and to whatever scheduled this attempt (the failed
   // delivery's process span, the previous attempt, or an operator's replay).
   const links: Link[] = [];
@@ -111,19 +115,23 @@ async function runRetry(
   const detail = result.detail ?? 'transient failure';
   if (decision.action === 'retry') {
     const dueAt = await deps.sql.begin((tx) =>
-      scheduleRetry(tx, {
-        consumer: deps.consumer,
-        eventId: job.eventId,
-        aggregateId: row.aggregate_id,
-        aggregateVersion: Number(row.aggregate_version),
-        topic: row.topic,
-        record: stored,
-        attempt: row.attempt + 1,
-        delayMs: decision.delayMs,
-        deadline: row.deadline,
-        errorCode: code,
-        error: detail,
-      }),
+      scheduleRetry(
+        tx,
+        {
+          consumer: deps.consumer,
+          eventId: job.eventId,
+          aggregateId: row.aggregate_id,
+          aggregateVersion: Number(row.aggregate_version),
+          topic: row.topic,
+          record: stored,
+          attempt: row.attempt + 1,
+          delayMs: decision.delayMs,
+          deadline: row.deadline,
+          errorCode: code,
+          error: detail,
+        },
+        deps.payloadKeys,
+      ),
     );
     failpoint('retry.after-ledger-before-enqueue');
     await deps.scheduler.schedule({
@@ -139,25 +147,30 @@ async function runRetry(
   const parsed = parseRecord(record, deps.definition);
   await deps.sql.begin(async (tx) => {
     await settleLedgerRow(tx, deps.consumer, job.eventId, expired ? 'expired' : 'exhausted');
-    await insertFailure(tx, deps.consumer, {
-      event_id: job.eventId,
-      event_type: record.headers.type ?? null,
-      aggregate_id: row.aggregate_id,
-      aggregate_version: Number(row.aggregate_version),
-      topic: record.topic,
-      partition: record.partition,
-      offset: record.offset,
-      payload: record.value,
-      headers: record.headers,
-      envelope: parsed.ok ? parsed.envelope : undefined,
-      error_code: expired ? 'expired' : code,
-      error_detail: expired
-        ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}`
-        : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
-      attempts: row.attempt,
-      status: expired ? 'expired' : 'open',
-      first_failed_at: row.first_failed_at,
-    });
+    await insertFailure(
+      tx,
+      deps.consumer,
+      {
+        event_id: job.eventId,
+        event_type: record.headers.type ?? null,
+        aggregate_id: row.aggregate_id,
+        aggregate_version: Number(row.aggregate_version),
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        payload: record.value,
+        headers: record.headers,
+        envelope: parsed.ok ? parsed.envelope : undefined,
+        error_code: expired ? 'expired' : code,
+        error_detail: expired
+          ? `deadline passed after ${row.attempt} attempt(s); last error: ${detail}`
+          : `retry budget spent (${decision.action === 'exhausted' ? decision.reason : ''}) after ${row.attempt} attempt(s): ${detail}`,
+        attempts: row.attempt,
+        status: expired ? 'expired' : 'open',
+        first_failed_at: row.first_failed_at,
+      },
+      deps.payloadKeys,
+    );
     await blockAggregate(tx, deps.consumer, {
       aggregate_id: row.aggregate_id,
       event_id: job.eventId,

@@ -1,4 +1,4 @@
-import { connect, silentLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
+import { connect, silentLogger, type ConsumerDefinition, type Logger, type PayloadKeyRing } from '@postbox/engine';
 import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import { Consumer, inlineConsumeExecutor, registerConsumer } from '@postbox/engine/runtime';
 import { createConsumePool } from '../consume-pool.ts';
@@ -18,6 +18,11 @@ export interface ConsumerRuntimeOptions {
   heartbeatIntervalMs?: number;
   /** How often the retry ledger is checked against the scheduler's jobs. @defaultValue 60000 */
   retryReconcileMs?: number;
+  /**
+   * Seals what the failure store and the retry ledger keep of an event (POSTBOX_PAYLOAD_KEYS).
+   * @defaultValue null: stored in clear
+   */
+  payloadKeys?: PayloadKeyRing | null;
   /** Run handlers on the calling thread instead of a worker pool. @defaultValue false */
   inline?: boolean;
   log?: Logger;
@@ -68,9 +73,10 @@ export async function startConsumer(
       log.warn({ consumer: definition.name, where, err: error.message, error_name: error.name }, 'subscriber error'),
   });
   const inline = options.inline === true;
+  const payloadKeys = options.payloadKeys ?? null;
   const executor = inline
-    ? inlineConsumeExecutor(definition, options.databaseUrl)
-    : createConsumePool({ databaseUrl: options.databaseUrl, definition });
+    ? inlineConsumeExecutor(definition, options.databaseUrl, payloadKeys)
+    : createConsumePool({ databaseUrl: options.databaseUrl, definition, payloadKeys });
   const retries = options.redisUrl
     ? {
         scheduler: new BullmqRetryScheduler({
@@ -80,6 +86,7 @@ export async function startConsumer(
         }),
         sql: connect({ url: options.databaseUrl, max: 2, applicationName: `postbox-retry-${definition.name}` }),
         ...(options.retryReconcileMs === undefined ? {} : { reconcileIntervalMs: options.retryReconcileMs }),
+        payloadKeys,
       }
     : undefined;
   const consumer = new Consumer({ definition, subscriber, executor, log, ...(retries ? { retries } : {}) });

@@ -1,6 +1,9 @@
+import { GraphQLError } from 'graphql';
+import { PayloadKeyError } from '@postbox/engine';
 import {
   listBlocked,
   listFailures,
+  openFailure,
   readFailure,
   type BlockedAggregate,
   type FailureFilter,
@@ -32,12 +35,28 @@ export const FailureRef = builder.objectRef<FailureSummary>('Failure').implement
     firstFailedAt: t.field({ type: 'DateTime', resolve: (f) => f.first_failed_at }),
     lastFailedAt: t.field({ type: 'DateTime', resolve: (f) => f.last_failed_at }),
     status: t.field({ type: FailureStatusEnum, resolve: (f) => f.status as 'open' }),
+    encryptedWith: t.string({
+      nullable: true,
+      description: 'The key (POSTBOX_PAYLOAD_KEYS id) the payload is sealed with; null when stored in clear',
+      resolve: (f) => f.key_id,
+    }),
     payload: t.string({
       nullable: true,
-      description: 'The raw bytes as received, base64 (null after retention removed them)',
+      description:
+        'The raw bytes as received, base64, decrypted when sealed (null after retention removed them); an error when the key is not in the ring',
       authScopes: { payload: true },
-      resolve: async (f, _args, ctx) =>
-        (await readFailure(ctx.deps.sql, f.failure_id))?.payload?.toString('base64') ?? null,
+      resolve: async (f, _args, ctx) => {
+        const row = await readFailure(ctx.deps.sql, f.failure_id);
+        if (!row) return null;
+        try {
+          return openFailure(ctx.deps.payloadKeys, row).payload?.toString('base64') ?? null;
+        } catch (cause) {
+          // Not masked: the operator must learn which key the row needs, never see garbage.
+          if (cause instanceof PayloadKeyError)
+            throw new GraphQLError(cause.message, { extensions: { code: cause.code.toUpperCase() } });
+          throw cause;
+        }
+      },
     }),
   }),
 });

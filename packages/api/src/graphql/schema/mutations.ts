@@ -102,13 +102,18 @@ builder.mutationField('replayFailures', (t) =>
       const dryRun = args.dryRun ?? true;
       const target = args.ids ? `failures:${args.ids.join(',')}` : `failures:${JSON.stringify(filter)}`;
       return audited(ctx, 'failure.replay', target, reason, async () => {
-        const items = await replayFailures(ctx.deps.sql, dryRun ? null : (c) => schedulerOf(ctx, c), {
-          filter,
-          limit,
-          dryRun,
-          actor: ctx.caller.actor,
-          reason,
-        });
+        const items = await replayFailures(
+          ctx.deps.sql,
+          dryRun ? null : (c) => schedulerOf(ctx, c),
+          {
+            filter,
+            limit,
+            dryRun,
+            actor: ctx.caller.actor,
+            reason,
+          },
+          ctx.deps.payloadKeys,
+        );
         if (dryRun) {
           await insertAudit(ctx.deps.sql, {
             actor: ctx.caller.actor,
@@ -223,12 +228,17 @@ builder.mutationField('skipEvent', (t) =>
       const eventId = uuid('eventId', String(args.eventId));
       const reason = requiredText('reason', args.reason);
       return audited(ctx, 'event.skip', `consumer:${consumer}/event:${eventId}`, reason, () =>
-        skipEvent(ctx.deps.sql, ctx.deps.schedulerFor(consumer), {
-          consumer,
-          eventId,
-          actor: ctx.caller.actor,
-          reason,
-        }),
+        skipEvent(
+          ctx.deps.sql,
+          ctx.deps.schedulerFor(consumer),
+          {
+            consumer,
+            eventId,
+            actor: ctx.caller.actor,
+            reason,
+          },
+          ctx.deps.payloadKeys,
+        ),
       );
     },
   }),
