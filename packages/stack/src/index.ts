@@ -8,16 +8,18 @@
  * only servers whose pid file names a live process of ours, so it can never stop the machine's own PostgreSQL,
  * Redis or NATS.
  */
+import fs from 'node:fs/promises';
 import { StackError } from './errors.ts';
 import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
-import { kafkaAnswers, kafkaService, KAFKA_BROKERS } from './kafka.ts';
+import { kafkaAnswers, kafkaService, kafkaTlsEnv, KAFKA_BROKERS, KAFKA_TLS_PORT } from './kafka.ts';
 import { natsAnswers, natsService, NATS_URL } from './nats.ts';
 import { rabbitmqAnswers, rabbitmqService, RABBITMQ_URL } from './rabbitmq.ts';
-import { formatAddress, waitUntil } from './ports.ts';
-import { postgresAnswers, postgresService, POSTGRES_URL } from './postgres.ts';
-import { redisAnswers, redisService, REDIS_URL } from './redis.ts';
+import { canConnect, formatAddress, waitUntil } from './ports.ts';
+import { postgresAnswers, postgresService, postgresTlsUrl, POSTGRES_PORT, POSTGRES_URL } from './postgres.ts';
+import { redisAnswers, redisService, redisTlsUrl, REDIS_TLS_PORT, REDIS_URL } from './redis.ts';
 import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
+import { ensureTlsMaterial, readTlsMaterial, tlsDir, type TlsMaterial } from './tls.ts';
 
 export { StackError, type StackErrorCode } from './errors.ts';
 export {
@@ -29,6 +31,18 @@ export {
   type PrivateServer,
 } from './private.ts';
 export { natsAnswers } from './nats.ts';
+export {
+  ensureTlsMaterial,
+  issueServerCertificate,
+  makeCertificateAuthority,
+  readTlsMaterial,
+  TLS_HOST,
+  type CertificateAuthority,
+  type TlsMaterial,
+} from './tls.ts';
+export { postgresTlsUrl } from './postgres.ts';
+export { redisTlsUrl } from './redis.ts';
+export { kafkaTlsEnv } from './kafka.ts';
 export { rabbitmqAnswers, stopEpmd } from './rabbitmq.ts';
 
 export interface StackEnv {
@@ -75,10 +89,22 @@ export function stackEnv(): StackEnv {
   };
 }
 
-export async function stackUp(opts: { quiet?: boolean; log?: (line: string) => void } = {}): Promise<StackEnv> {
+/**
+ * Starts what is not running. `tls`: makes the stack's TLS material first (once) and restarts a running server
+ * that does not serve TLS yet; once made, the material stays in use by every later `up` (until `down --purge`).
+ */
+export async function stackUp(
+  opts: { quiet?: boolean; log?: (line: string) => void; tls?: boolean } = {},
+): Promise<StackEnv> {
   const log = opts.quiet ? () => {} : (opts.log ?? console.log);
   const env = stackEnv();
-  const services = localServices();
+  const material = opts.tls ? await ensureTlsMaterial(tlsDir(home())) : await readTlsMaterial(tlsDir(home()));
+  const services = localServices({}, material);
+  if (opts.tls)
+    await restartWithoutTls(
+      services.filter((s) => !isExternal(s)),
+      log,
+    );
   const external = services.filter(isExternal);
   const local = services.filter((s) => !isExternal(s));
   if (local.length === 0)
@@ -120,6 +146,46 @@ async function checkExternal(service: LocalService, target: string, log: (line: 
   log(line(service.name, 'external', redact(target), `(from ${service.envVar})`));
 }
 
+/** A running server of ours started before the TLS material existed is stopped here, so `up` starts it with TLS. */
+async function restartWithoutTls(services: LocalService[], log: (line: string) => void): Promise<void> {
+  for (const service of services) {
+    if ((await service.ownedPid()) === undefined || (await servesTls(service))) continue;
+    log(line(service.name, 'restarting', formatAddress(service.address), '(to serve TLS)'));
+    await ensureDown(service);
+  }
+}
+
+async function servesTls(service: LocalService): Promise<boolean> {
+  switch (service.name) {
+    case 'redis':
+      return canConnect({ host: '127.0.0.1', port: REDIS_TLS_PORT });
+    case 'kafka':
+      return canConnect({ host: '127.0.0.1', port: KAFKA_TLS_PORT });
+    case 'postgres': {
+      const material = await readTlsMaterial(tlsDir(home()));
+      return material
+        ? postgresAnswers(postgresTlsUrl(service.address.port, material)).then(
+            () => true,
+            () => false,
+          )
+        : false;
+    }
+    default:
+      return true;
+  }
+}
+
+/** What a client sets to reach the stack over TLS only (the stack's material must exist). */
+export async function stackTlsEnv(): Promise<Record<string, string> | undefined> {
+  const material = await readTlsMaterial(tlsDir(home()));
+  if (!material) return undefined;
+  return {
+    DATABASE_URL: postgresTlsUrl(POSTGRES_PORT, material),
+    REDIS_URL: redisTlsUrl(REDIS_TLS_PORT, material),
+    ...kafkaTlsEnv(KAFKA_TLS_PORT, material),
+  };
+}
+
 export async function stackDown(opts: { purge?: boolean; log?: (line: string) => void } = {}): Promise<void> {
   const log = opts.log ?? console.log;
   await withStackLock(homeLockDir(), LOCK_TIMEOUT_MS, async () => {
@@ -135,6 +201,7 @@ export async function stackDown(opts: { purge?: boolean; log?: (line: string) =>
         }),
       ),
     );
+    if (opts.purge) await fs.rm(tlsDir(home()), { recursive: true, force: true });
   });
 }
 
@@ -164,9 +231,13 @@ export async function stackStatus(): Promise<{
  * until the relay and consumers select their broker end to end. `down` stops every broker of ours that runs,
  * whatever POSTBOX_BROKER says now.
  */
-function localServices(options: { everyBroker?: boolean } = {}): LocalService[] {
+function localServices(options: { everyBroker?: boolean } = {}, tls?: TlsMaterial): LocalService[] {
   const paths = stackPaths(home());
-  const services = [postgresService(paths), redisService(paths), kafkaService(paths)];
+  const services = [
+    postgresService(paths, undefined, [], tls),
+    redisService(paths, undefined, tls ? { material: tls, port: REDIS_TLS_PORT } : undefined),
+    kafkaService(paths, undefined, '', tls ? { material: tls, port: KAFKA_TLS_PORT } : undefined),
+  ];
   if (options.everyBroker || chosenBroker() === 'nats') services.push(natsService(paths));
   if (options.everyBroker || chosenBroker() === 'rabbitmq') services.push(rabbitmqService(paths));
   return services;

@@ -6,6 +6,9 @@ import { requireExecutable, requireExecutables } from './prerequisites.ts';
 import { fileExists, ownedPid, run, spawnDetached, terminate } from './process.ts';
 import type { StackPaths } from './paths.ts';
 import type { LocalService } from './service.ts';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { TLS_HOST, type TlsMaterial } from './tls.ts';
 
 /** 3.9.x: kafkajs still speaks its protocol versions (Kafka 4.0 removed old ones, KIP-896). */
 const KAFKA_VERSION = '3.9.1';
@@ -13,6 +16,8 @@ const ADDRESS: HostPort = { host: '127.0.0.1', port: 19092 };
 const CONTROLLER: HostPort = { host: '127.0.0.1', port: 19093 };
 
 export const KAFKA_BROKERS = formatAddress(ADDRESS);
+/** The stack's SASL_SSL listener (`up --tls`). */
+export const KAFKA_TLS_PORT = 19094;
 
 /** Where a broker listens; `advertised` (default: the listener) is the address clients are told to use. */
 export interface KafkaPorts {
@@ -23,20 +28,25 @@ export interface KafkaPorts {
 
 /**
  * The stack's broker; a private one (stack/private.ts) passes its own paths, ports and extra server properties.
+ * With TLS material it also has a SASL_SSL listener on `tls.port` (SCRAM-SHA-256, the material's user, advertised
+ * as the certificate's host name); the controller and the broker's own traffic stay on their plain listeners.
  */
 export function kafkaService(
   paths: StackPaths,
   ports: KafkaPorts = { broker: ADDRESS, controller: CONTROLLER },
   extraProperties = '',
+  tls?: { material: TlsMaterial; port: number },
 ): LocalService {
   const { kafka } = paths;
+  const keystore = path.join(kafka.dir, 'keystore.pem');
+  const scramMarker = path.join(kafka.data, '.postbox-scram');
   const url = formatAddress(ports.advertised ?? ports.broker);
   const classpath = `${kafka.libs}/*`;
   const log4j = `-Dlog4j.configuration=file:${kafka.log4jProperties}`;
   return {
     name: 'kafka',
     address: ports.broker,
-    otherPorts: [ports.controller],
+    otherPorts: [ports.controller, ...(tls ? [{ host: ports.broker.host, port: tls.port }] : [])],
     envVar: 'KAFKA_BROKERS',
     url,
     dataDir: kafka.data,
@@ -52,17 +62,22 @@ export function kafkaService(
       const java = await requireExecutable('java');
       await fs.mkdir(kafka.data, { recursive: true });
       if (!(await jarsCached(paths))) await downloadJars(paths);
-      await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties));
+      const listener = tls ? tlsListener(tls.port, keystore) : '';
+      if (tls) await writeKeystore(tls.material, keystore);
+      await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties, listener));
       await fs.writeFile(kafka.log4jProperties, log4jProperties(paths));
       if (!(await fileExists(kafka.metaProperties))) {
         const tool = [log4j, '-cp', classpath, 'kafka.tools.StorageTool'];
         const { stdout } = await run(java, [...tool, 'random-uuid'], { timeoutMs: 60_000 });
         const clusterId = stdout.trim().split('\n').at(-1) ?? '';
-        await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties], {
+        // A new cluster gets the SCRAM user in its first metadata (KIP-900); an existing one in ready().
+        const scram = tls ? ['--add-scram', scramCredential(tls.material)] : [];
+        await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties, ...scram], {
           timeoutMs: 60_000,
         }).catch((err: unknown) => {
           throw new StackError('start_failed', `kafka storage format of ${kafka.data} failed`, { cause: err });
         });
+        if (tls) await fs.writeFile(scramMarker, scramFingerprint(tls.material));
       }
       const pid = spawnDetached(
         java,
@@ -82,7 +97,10 @@ export function kafkaService(
       );
       await fs.writeFile(kafka.pidFile, `${pid}\n`);
     },
-    ready: () => kafkaAnswers([url]),
+    ready: async () => {
+      await kafkaAnswers([url]);
+      if (tls) await ensureScramUser(tls.material, url, classpath, log4j, scramMarker);
+    },
     stop: async (pid) => {
       // A KRaft broker's controlled shutdown usually takes a few seconds; 30 s before SIGKILL.
       await terminate(pid, 30_000);
@@ -178,16 +196,37 @@ function pom(): string {
 `;
 }
 
-function serverProperties({ kafka }: StackPaths, ports: KafkaPorts, extra: string): string {
+/** The SASL_SSL listener's lines (server.properties), or none. */
+interface TlsListener {
+  listener: string;
+  advertised: string;
+  properties: string;
+}
+
+function tlsListener(port: number, keystore: string): TlsListener {
+  return {
+    listener: `,SASL_SSL://127.0.0.1:${port}`,
+    advertised: `,SASL_SSL://${TLS_HOST}:${port}`,
+    // The JAAS line names no user: SCRAM checks against the credentials in the cluster's metadata.
+    properties: `listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=${keystore}
+`,
+  };
+}
+
+function serverProperties({ kafka }: StackPaths, ports: KafkaPorts, extra: string, tls: TlsListener | ''): string {
   return `# Written by \`postbox stack up\` on every start; edit kafka.ts instead.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@${formatAddress(ports.controller)}
-listeners=PLAINTEXT://${formatAddress(ports.broker)},CONTROLLER://${formatAddress(ports.controller)}
-advertised.listeners=PLAINTEXT://${formatAddress(ports.advertised ?? ports.broker)}
+listeners=PLAINTEXT://${formatAddress(ports.broker)},CONTROLLER://${formatAddress(ports.controller)}${tls ? tls.listener : ''}
+advertised.listeners=PLAINTEXT://${formatAddress(ports.advertised ?? ports.broker)}${tls ? tls.advertised : ''}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs=${kafka.data}
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${tls ? ',SASL_SSL:SASL_SSL' : ''}
+${tls ? tls.properties : ''}log.dirs=${kafka.data}
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
@@ -198,6 +237,70 @@ num.partitions=1
 # 2 MiB, above Postbox's 1 MiB envelope limit, so the envelope check is the one that fires.
 message.max.bytes=2097152
 ${extra}`;
+}
+
+/** Kafka's PEM keystore: the PKCS#8 key, the certificate, then the CA that signed it. */
+async function writeKeystore(tls: TlsMaterial, file: string): Promise<void> {
+  const parts = await Promise.all([tls.keyFile, tls.certFile, tls.caFile].map((f) => fs.readFile(f, 'utf8')));
+  await fs.writeFile(file, parts.join(''), { mode: 0o600 });
+}
+
+function scramCredential(tls: TlsMaterial): string {
+  return `SCRAM-SHA-256=[name=${tls.kafka.username},password=${tls.kafka.password}]`;
+}
+
+function scramFingerprint(tls: TlsMaterial): string {
+  return createHash('sha256').update(`${tls.kafka.username}:${tls.kafka.password}`).digest('hex');
+}
+
+/**
+ * A cluster formatted before TLS was turned on learns the SCRAM user through the admin API (ConfigCommand,
+ * over the plain listener) once; a marker in its data directory says it has it.
+ */
+async function ensureScramUser(
+  tls: TlsMaterial,
+  bootstrap: string,
+  classpath: string,
+  log4j: string,
+  marker: string,
+): Promise<void> {
+  if ((await fs.readFile(marker, 'utf8').catch(() => '')) === scramFingerprint(tls)) return;
+  const java = await requireExecutable('java');
+  const config = `SCRAM-SHA-256=[iterations=8192,password=${tls.kafka.password}]`;
+  await run(
+    java,
+    [
+      log4j,
+      '-cp',
+      classpath,
+      'kafka.admin.ConfigCommand',
+      '--bootstrap-server',
+      bootstrap,
+      '--alter',
+      '--add-config',
+      config,
+      '--entity-type',
+      'users',
+      '--entity-name',
+      tls.kafka.username,
+    ],
+    { timeoutMs: 60_000 },
+  ).catch((err: unknown) => {
+    throw new StackError('start_failed', `adding the SCRAM user ${tls.kafka.username} to kafka failed`, { cause: err });
+  });
+  await fs.writeFile(marker, scramFingerprint(tls));
+}
+
+/** The client settings of the SASL_SSL listener, as Postbox's environment variables. */
+export function kafkaTlsEnv(port: number, tls: TlsMaterial): Record<string, string> {
+  return {
+    KAFKA_BROKERS: `${TLS_HOST}:${port}`,
+    KAFKA_SSL: 'true',
+    KAFKA_SSL_CA: tls.caFile,
+    KAFKA_SASL_MECHANISM: 'scram-sha-256',
+    KAFKA_SASL_USERNAME: tls.kafka.username,
+    KAFKA_SASL_PASSWORD: tls.kafka.password,
+  };
 }
 
 function log4jProperties({ kafka }: StackPaths): string {

@@ -8,8 +8,10 @@ import { formatAddress, type HostPort } from './ports.ts';
 import { fileExists, ownedPid, run } from './process.ts';
 import type { StackPaths } from './paths.ts';
 import type { LocalService } from './service.ts';
+import { TLS_HOST, type TlsMaterial } from './tls.ts';
 
 const ADDRESS: HostPort = { host: '127.0.0.1', port: 15432 };
+export const POSTGRES_PORT = ADDRESS.port;
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 const DATABASE = 'postbox';
@@ -32,12 +34,20 @@ const SETTINGS = [
 
 /**
  * The stack's PostgreSQL; a private one (stack/private.ts) passes its own paths, port and extra settings
- * (`name=value`, after the stack's own, so they win).
+ * (`name=value`, after the stack's own, so they win). With TLS material it also serves TLS on the same port
+ * (clients choose with sslmode), with a copy of the key it owns.
  */
-export function postgresService(paths: StackPaths, port = ADDRESS.port, extraSettings: string[] = []): LocalService {
+export function postgresService(
+  paths: StackPaths,
+  port = ADDRESS.port,
+  extraSettings: string[] = [],
+  tls?: TlsMaterial,
+): LocalService {
   const { pg } = paths;
   const address = { host: ADDRESS.host, port };
-  const settings = [...SETTINGS, ...extraSettings];
+  const keyFile = path.join(pg.dir, 'server.key');
+  const tlsSettings = tls ? ['ssl=on', `ssl_cert_file=${tls.certFile}`, `ssl_key_file=${keyFile}`] : [];
+  const settings = [...SETTINGS, ...extraSettings, ...tlsSettings];
   return {
     name: 'postgres',
     address,
@@ -54,12 +64,19 @@ export function postgresService(paths: StackPaths, port = ADDRESS.port, extraSet
       await binaries();
     },
     start: async () => {
-      if (!(await fileExists(path.join(pg.data, 'PG_VERSION')))) await initialise(pg.data, port, settings);
+      if (!(await fileExists(path.join(pg.data, 'PG_VERSION'))))
+        await initialise(pg.data, port, [...SETTINGS, ...extraSettings]);
       const { pg_ctl } = await binaries();
       const owner = await serverUser();
       // pg_ctl writes the server log as the server's user, so that user must own the directory holding it.
       await fs.mkdir(pg.dir, { recursive: true });
       if (owner) await fs.chown(pg.dir, owner.uid, owner.gid);
+      // PostgreSQL refuses a key that another user owns or that others may read.
+      if (tls) {
+        await fs.copyFile(tls.keyFile, keyFile);
+        await fs.chmod(keyFile, 0o600);
+        if (owner) await fs.chown(keyFile, owner.uid, owner.gid);
+      }
       const options = [`-p ${port}`, ...settings.map((s) => `-c ${shellQuote(s)}`)].join(' ');
       // pg_ctl forks the postmaster into its own session (setsid) with output to the log file, so the server
       // outlives us; `-w` returns only once it accepts connections.
@@ -118,6 +135,11 @@ async function withConnection(url: string, body: (sql: postgres.Sql) => Promise<
 
 function urlFor(database: string, port: number): string {
   return `postgres://${USER}:${PASSWORD}@${formatAddress({ host: ADDRESS.host, port })}/${database}`;
+}
+
+/** The URL of the `postbox` database over TLS, verified against the stack's CA and its host name. */
+export function postgresTlsUrl(port: number, tls: TlsMaterial): string {
+  return `postgres://${USER}:${PASSWORD}@${TLS_HOST}:${port}/${DATABASE}?sslmode=verify-full&sslrootcert=${tls.caFile}`;
 }
 
 /** The URL of the `postbox` database of a server of ours on `port`. */

@@ -9,6 +9,7 @@ const INSTALL_HINTS = {
   mvn: 'apt-get install -y maven',
   'redis-server': 'apt-get install -y redis-server',
   'nats-server': 'apt-get install -y nats-server',
+  openssl: 'apt-get install -y openssl',
 } as const;
 
 export type Prerequisite = keyof typeof INSTALL_HINTS;

@@ -8,6 +8,7 @@ import { postgresService } from './postgres.ts';
 import { isAlive, waitForExit } from './process.ts';
 import { redisService } from './redis.ts';
 import { ensureDown, ensureUp, type LocalService } from './service.ts';
+import type { TlsMaterial } from './tls.ts';
 
 /**
  * A private instance of one of the stack's servers, for tests that kill, stop, pause or fill it and so must not
@@ -36,10 +37,12 @@ export interface PrivateServer {
   purge(): Promise<void>;
 }
 
+/** `ports.tls` with `tls`: a SASL_SSL listener there (kafka.ts). */
 export function privateKafka(
   home: string,
-  ports: { broker: number; controller: number; advertised?: number },
+  ports: { broker: number; controller: number; advertised?: number; tls?: number },
   properties = '',
+  tls?: TlsMaterial,
 ): PrivateServer {
   const paths = withSharedJars(stackPaths(home));
   const host = '127.0.0.1';
@@ -51,16 +54,18 @@ export function privateKafka(
       ...(ports.advertised ? { advertised: { host, port: ports.advertised } } : {}),
     },
     properties,
+    tls && ports.tls ? { material: tls, port: ports.tls } : undefined,
   );
   return wrap(service, home);
 }
 
-export function privatePostgres(home: string, port: number, settings: string[] = []): PrivateServer {
-  return wrap(postgresService(stackPaths(home), port, settings), home);
+export function privatePostgres(home: string, port: number, settings: string[] = [], tls?: TlsMaterial): PrivateServer {
+  return wrap(postgresService(stackPaths(home), port, settings, tls), home);
 }
 
-export function privateRedis(home: string, port: number): PrivateServer {
-  return wrap(redisService(stackPaths(home), port), home);
+/** With `tls`: a TLS port as well, `tlsPort`, and the material's ACL user (redis.ts). */
+export function privateRedis(home: string, port: number, tls?: { material: TlsMaterial; port: number }): PrivateServer {
+  return wrap(redisService(stackPaths(home), port, tls), home);
 }
 
 export function privateNats(home: string, port: number): PrivateServer {

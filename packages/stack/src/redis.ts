@@ -6,20 +6,31 @@ import { ownedPid, readPidFile, run, terminate } from './process.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { StackPaths } from './paths.ts';
 import type { LocalService } from './service.ts';
+import { TLS_HOST, type TlsMaterial } from './tls.ts';
 
 const ADDRESS: HostPort = { host: '127.0.0.1', port: 16379 };
+/** The stack's TLS port (`up --tls`). */
+export const REDIS_TLS_PORT = 16380;
 
 export const REDIS_URL = `redis://${formatAddress(ADDRESS)}`;
 
-/** The stack's Redis; a private one (stack/private.ts) passes its own paths and port. */
-export function redisService(paths: StackPaths, port = ADDRESS.port): LocalService {
+/**
+ * The stack's Redis; a private one (stack/private.ts) passes its own paths and port. With TLS material it also
+ * serves TLS on `tls.port` (clients need no certificate) and knows the material's ACL user. The default user keeps
+ * the plain port working for the tests (a development stack, not a production setup).
+ */
+export function redisService(
+  paths: StackPaths,
+  port = ADDRESS.port,
+  tls?: { material: TlsMaterial; port: number },
+): LocalService {
   const { redis } = paths;
   const address = { host: ADDRESS.host, port };
   const url = `redis://${formatAddress(address)}`;
   return {
     name: 'redis',
     address,
-    otherPorts: [],
+    otherPorts: tls ? [{ host: ADDRESS.host, port: tls.port }] : [],
     envVar: 'REDIS_URL',
     url,
     dataDir: redis.dir,
@@ -57,6 +68,7 @@ export function redisService(paths: StackPaths, port = ADDRESS.port): LocalServi
         redis.pidFile,
         '--logfile',
         redis.log,
+        ...(tls ? await tlsArgs(tls.material, tls.port, redis.dir) : []),
       ];
       await run(server, args, { cwd: redis.dir, timeoutMs: 30_000 }).catch((err: unknown) => {
         throw new StackError('start_failed', `redis-server did not start; read ${redis.log}`, { cause: err });
@@ -71,6 +83,35 @@ export function redisService(paths: StackPaths, port = ADDRESS.port): LocalServi
     },
     purge: () => fs.rm(redis.dir, { recursive: true, force: true }),
   };
+}
+
+/** TLS on its own port, and the ACL user in a file of its own (a password on the command line is in `ps`). */
+async function tlsArgs(tls: TlsMaterial, port: number, dir: string): Promise<string[]> {
+  const { username, password } = tls.redis;
+  const aclFile = `${dir}/users.acl`;
+  await fs.writeFile(aclFile, `user default on nopass ~* &* +@all\nuser ${username} on >${password} ~* &* +@all\n`, {
+    mode: 0o600,
+  });
+  return [
+    '--tls-port',
+    String(port),
+    '--tls-cert-file',
+    tls.certFile,
+    '--tls-key-file',
+    tls.keyFile,
+    '--tls-ca-cert-file',
+    tls.caFile,
+    '--tls-auth-clients',
+    'no',
+    '--aclfile',
+    aclFile,
+  ];
+}
+
+/** The URL of the TLS port as the material's ACL user, verified against the stack's CA and its host name. */
+export function redisTlsUrl(port: number, tls: TlsMaterial): string {
+  const { username, password } = tls.redis;
+  return `rediss://${username}:${encodeURIComponent(password)}@${TLS_HOST}:${port}/?sslrootcert=${tls.caFile}`;
 }
 
 /** Resolves once the server at `url` answers PING (after AUTH when the URL carries credentials). */

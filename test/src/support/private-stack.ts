@@ -11,8 +11,13 @@ import {
   privatePostgres,
   privateRabbitmq,
   privateRedis,
+  ensureTlsMaterial,
+  kafkaTlsEnv,
+  postgresTlsUrl,
+  redisTlsUrl,
   stopEpmd,
   type PrivateServer,
+  type TlsMaterial,
 } from '@postbox/stack';
 import { FaultProxy } from './fault-proxy.ts';
 
@@ -41,6 +46,11 @@ export interface PrivateStackOptions {
   nats?: boolean;
   /** A RabbitMQ node of its own (ports, epmd, cookie, data under the home). */
   rabbitmq?: boolean;
+  /**
+   * The stack's TLS material made under the home: PostgreSQL serves TLS too, Redis and Kafka get a TLS port each
+   * (SASL_SSL + SCRAM for Kafka, an ACL user for Redis); `tlsEnv` is what a client reaching them over TLS sets.
+   */
+  tls?: boolean;
 }
 
 export interface PrivateStack {
@@ -61,6 +71,10 @@ export interface PrivateStack {
   }>;
   /** The direct addresses, around any proxy. */
   direct: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
+  /** With `tls`: the environment of a client that reaches the servers started here over TLS only. */
+  tlsEnv?: Record<string, string>;
+  tlsPorts?: { redis?: number; kafka?: number };
+  tlsMaterial?: TlsMaterial;
   stop(): Promise<void>;
 }
 
@@ -135,6 +149,11 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
   };
   running.add(stack);
   try {
+    if (options.tls) {
+      stack.tlsMaterial = await ensureTlsMaterial(path.join(home, 'tls'));
+      stack.tlsPorts = { redis: await freePort(), kafka: await freePort() };
+      stack.tlsEnv = {};
+    }
     const starts: Promise<void>[] = [];
     if (options.postgres) starts.push(startPostgres(stack, options.postgres));
     if (options.redis) starts.push(startRedis(stack, typeof options.redis === 'object' ? options.redis : {}));
@@ -173,14 +192,17 @@ async function startKafka(stack: PrivateStack, o: NonNullable<PrivateStackOption
   }
   // Consumers restarted after a kill rejoin as soon as the dead member's (short) session ends.
   const properties = `group.min.session.timeout.ms=1000\n${o.properties ?? ''}`;
+  const tls = stack.tlsMaterial;
   stack.kafka = privateKafka(
     path.join(stack.home, 'k'),
-    { broker, controller, ...(advertised ? { advertised } : {}) },
+    { broker, controller, ...(advertised ? { advertised } : {}), ...(tls ? { tls: stack.tlsPorts!.kafka! } : {}) },
     properties,
+    tls,
   );
   await restart(stack.kafka);
   stack.urls.KAFKA_BROKERS = stack.kafka.url;
   stack.direct.KAFKA_BROKERS = `127.0.0.1:${broker}`;
+  if (tls) Object.assign(stack.tlsEnv!, kafkaTlsEnv(stack.tlsPorts!.kafka!, tls));
 }
 
 async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOptions['postgres']>): Promise<void> {
@@ -196,8 +218,9 @@ async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOpt
       throw new Error(`could not mount a ${o.tmpfsMb} MiB tmpfs on ${dir}: ${mount.stderr.trim()}`);
     mounts.add(dir);
   }
-  stack.postgres = privatePostgres(home, port, o.settings ?? []);
+  stack.postgres = privatePostgres(home, port, o.settings ?? [], stack.tlsMaterial);
   await restart(stack.postgres);
+  if (stack.tlsMaterial) stack.tlsEnv!.DATABASE_URL = postgresTlsUrl(port, stack.tlsMaterial);
   stack.direct.DATABASE_URL = stack.postgres.url;
   stack.urls.DATABASE_URL = stack.postgres.url;
   if (o.proxy) {
@@ -209,8 +232,14 @@ async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOpt
 
 async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<void> {
   const port = await freePort();
-  stack.redis = privateRedis(path.join(stack.home, 'r'), port);
+  const tls = stack.tlsMaterial;
+  stack.redis = privateRedis(
+    path.join(stack.home, 'r'),
+    port,
+    tls ? { material: tls, port: stack.tlsPorts!.redis! } : undefined,
+  );
   await restart(stack.redis);
+  if (tls) stack.tlsEnv!.REDIS_URL = redisTlsUrl(stack.tlsPorts!.redis!, tls);
   stack.direct.REDIS_URL = stack.redis.url;
   stack.urls.REDIS_URL = stack.redis.url;
   if (o.proxy) {

@@ -8,6 +8,7 @@ import { printedSchema } from '../graphql/schema/index.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
 import { runRoles } from './run-roles.ts';
+import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox api — the GraphQL control plane (backlog, events, failures, replay, sagas, reconciliation, audit)
@@ -43,6 +44,7 @@ export async function apiCommand(argv: string[]): Promise<number> {
   }
   const api = readApiConfig();
   const config = readConfig(stackEnv(), process.env, { role: 'api' });
+  await checkLinks(config, ['postgres', 'kafka', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();

@@ -12,6 +12,7 @@ import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startPartitionRole } from './partition-role.ts';
 import { runRoles } from './run-roles.ts';
+import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox consume — run consumers: broker → per-aggregate ordered, inbox-deduplicated handlers
@@ -50,6 +51,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv(), process.env, { role: 'consumer' });
+  await checkLinks(config, ['postgres', 'kafka', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();

@@ -8,6 +8,7 @@ import { startTelemetry } from '../telemetry/sdk.ts';
 import { startPartitionRole } from './partition-role.ts';
 import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
+import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox relay — carry committed outbox events to the broker (run as many as you like; lanes are shared)
@@ -36,6 +37,7 @@ export async function relayCommand(argv: string[]): Promise<number> {
     role: 'relay',
     ...(threads === undefined ? {} : { relayThreads: threads }),
   });
+  await checkLinks(config, ['postgres', 'kafka']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();

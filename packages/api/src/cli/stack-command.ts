@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { stackDown, stackStatus, stackUp } from '@postbox/stack';
+import { stackDown, stackStatus, stackTlsEnv, stackUp } from '@postbox/stack';
 
 const USAGE = `Usage: postbox stack <command> [options]
 
@@ -7,11 +7,14 @@ Runs PostgreSQL 17, Redis and Kafka 3.9 for development and tests, as background
 $POSTBOX_HOME (default: <repo>/.postbox). They keep running after the command exits.
 
 Commands:
-  up              Start what is not running and wait until each server answers (idempotent).
+  up [--tls]      Start what is not running and wait until each server answers (idempotent).
                   DATABASE_URL, REDIS_URL, KAFKA_BROKERS: when set, that server is not started,
-                  only checked.
-  down [--purge]  Stop the servers this stack started. --purge also deletes their data
-                  (the downloaded Kafka jars stay).
+                  only checked. --tls: a local CA and a certificate for localhost (openssl, under
+                  <home>/tls), TLS in PostgreSQL, Redis TLS on 16380 with an ACL user, a Kafka
+                  SASL_SSL (SCRAM-SHA-256) listener on 19094; prints the variables for TLS clients.
+                  Servers already running are restarted once to serve TLS; later ups keep it.
+  down [--purge]  Stop the servers this stack started. --purge also deletes their data and the
+                  TLS material (the downloaded Kafka jars stay).
   status          Show each server, then the env lines to export:
                     export $(postbox stack status | grep =)
                   Exits 0 when all run, 1 otherwise.
@@ -28,7 +31,7 @@ export async function stackCommand(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({
       args: argv,
-      options: { help: { type: 'boolean', short: 'h' }, purge: { type: 'boolean' } },
+      options: { help: { type: 'boolean', short: 'h' }, purge: { type: 'boolean' }, tls: { type: 'boolean' } },
       allowPositionals: true,
       strict: true,
     });
@@ -46,6 +49,10 @@ export async function stackCommand(argv: string[]): Promise<number> {
     process.stderr.write(`--purge only goes with down\n\n${USAGE}\n`);
     return 2;
   }
+  if (values.tls && command !== 'up') {
+    process.stderr.write(`--tls only goes with up\n\n${USAGE}\n`);
+    return 2;
+  }
   if (command === undefined || extra.length > 0) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
@@ -53,7 +60,8 @@ export async function stackCommand(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'up':
-        await stackUp();
+        await stackUp({ tls: values.tls ?? false });
+        if (values.tls) await printTlsEnv();
         return 0;
       case 'down':
         await stackDown({ purge: values.purge ?? false });
@@ -68,6 +76,14 @@ export async function stackCommand(argv: string[]): Promise<number> {
     process.stderr.write(`postbox stack ${command}: ${describe(err)}\n`);
     return 1;
   }
+}
+
+/** The variables of a client that reaches the stack over TLS only, to export. */
+async function printTlsEnv(): Promise<void> {
+  const env = await stackTlsEnv();
+  if (!env) return;
+  process.stdout.write('# over TLS (verify-full, SASL_SSL + SCRAM, rediss + ACL user):\n');
+  for (const [name, value] of Object.entries(env)) process.stdout.write(`${name}=${value}\n`);
 }
 
 async function status(): Promise<number> {

@@ -20,6 +20,7 @@ import { startControlPlaneRoles } from './control-plane-role.ts';
 import { startPartitionRole } from './partition-role.ts';
 import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
+import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
 
 const HELP = `postbox start — the whole system on this machine: local stack (what is missing), migrations, relay,
@@ -50,6 +51,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   const stack = await stackUp({ log: (line) => console.log(line) });
   if (signal.aborted) return 0;
   const config = readConfig(stack, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
+  await checkLinks(config, ['postgres', 'kafka', 'redis']);
   const apiConfig = readApiConfig();
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, parsePayloadKeys, type PayloadKeyRing } from '@postbox/engine';
 import { parseBrokers, type KafkaConnection, type TopicSpec } from '@postbox/engine/kafka';
@@ -172,6 +173,8 @@ function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnecti
   const connection: KafkaConnection = { brokers: parseBrokers(brokers), clientId: env.KAFKA_CLIENT_ID ?? 'postbox' };
   if (connection.brokers.length === 0) throw new ConfigError('KAFKA_BROKERS must list at least one host:port');
   if (env.KAFKA_SSL === 'true') connection.ssl = true;
+  // A private CA: certificates and host names are still verified, against it instead of the system's CAs.
+  if (env.KAFKA_SSL_CA) connection.ssl = { ca: [readCaFile(env.KAFKA_SSL_CA, 'KAFKA_SSL_CA')] };
   const mechanism = env.KAFKA_SASL_MECHANISM;
   if (mechanism) {
     if (!['plain', 'scram-sha-256', 'scram-sha-512'].includes(mechanism)) {
@@ -184,6 +187,14 @@ function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnecti
     } as KafkaConnection['sasl'];
   }
   return connection;
+}
+
+function readCaFile(file: string, variable: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (cause) {
+    throw new ConfigError(`${variable}=${file} cannot be read (a PEM file of CA certificates)`, { cause });
+  }
 }
 
 /** "orders.events:12,payments:6" → topics with partition counts. */

@@ -1,5 +1,6 @@
 import { Queue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { redisConnection } from './redis-connection.ts';
 import { ConfigError } from '../../errors.ts';
 import { CHECK_NAMES, type CheckName } from '../../reconcile/options.ts';
 import type { Reconciler } from '../../reconcile/reconciler.ts';
@@ -44,7 +45,7 @@ export class ReconcileSchedule {
     for (const name of options.checks ?? [])
       if (!(CHECK_NAMES as readonly string[]).includes(name))
         throw new ConfigError(`reconcile schedule: unknown check "${name}" (${CHECK_NAMES.join(', ')})`);
-    this.#queueConnection = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
+    this.#queueConnection = redisConnection(options.redisUrl, { maxRetriesPerRequest: 1 });
     this.#queueConnection.on('error', () => {});
     this.#queue = new Queue(this.queueName, { connection: this.#queueConnection });
     this.#queue.on('error', () => {});
@@ -59,7 +60,7 @@ export class ReconcileSchedule {
       await this.#queue.upsertJobScheduler(`reconcile.${check}`, { every }, { name: 'reconcile', data: { check } });
     }
     const log = this.#options.log ?? silentLogger;
-    this.#workerConnection = new Redis(this.#options.redisUrl, { maxRetriesPerRequest: null });
+    this.#workerConnection = redisConnection(this.#options.redisUrl, { maxRetriesPerRequest: null });
     this.#workerConnection.on('error', () => {});
     this.#worker = new Worker(
       this.queueName,

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { redisConnection } from './redis-connection.ts';
 
 /** A readiness probe of the retry schedule's Redis: one lazy connection that never queues commands offline. */
 export interface RedisProbe {
@@ -7,7 +7,7 @@ export interface RedisProbe {
 }
 
 export function redisProbe(url: string): RedisProbe {
-  const redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  const redis = redisConnection(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on('error', () => {}); // a failed ping answers the probe; the client's own error events add nothing
   return {
     async ping() {

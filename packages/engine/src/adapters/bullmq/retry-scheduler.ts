@@ -1,5 +1,6 @@
 import { Queue, Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { redisConnection } from './redis-connection.ts';
 import type { RetryJob, RetryScheduler } from '../../ports/retry-scheduler.ts';
 import { closeQuietly } from './close-quietly.ts';
 
@@ -42,7 +43,7 @@ export class BullmqRetryScheduler implements RetryScheduler {
     this.consumer = options.consumer;
     this.queueName = options.queueName ?? `postbox-retry.${options.consumer.replace(/[^A-Za-z0-9_.-]/g, '_')}`;
     // Queue calls fail fast while Redis is away (the ledger keeps the truth; reconciliation re-enqueues).
-    this.#queueConnection = new Redis(options.redisUrl, {
+    this.#queueConnection = redisConnection(options.redisUrl, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
       lazyConnect: false,
@@ -109,7 +110,7 @@ export class BullmqRetryScheduler implements RetryScheduler {
     onFailed?: (job: RetryJob | undefined, error: Error, attemptsMade: number) => void,
   ): void {
     if (this.#worker) throw new Error('retry scheduler already started');
-    this.#workerConnection = new Redis(this.#options.redisUrl, { maxRetriesPerRequest: null });
+    this.#workerConnection = redisConnection(this.#options.redisUrl, { maxRetriesPerRequest: null });
     this.#workerConnection.on('error', () => {});
     this.#worker = new Worker(this.queueName, async (j: Job<RetryJob>) => process(j.data), {
       connection: this.#workerConnection,
