@@ -6,3 +6,4 @@ export { KEY_HEADER as RABBIT_KEY_HEADER } from './adapters/rabbitmq/headers.ts'
 export { RabbitSubscriber, type RabbitSubscriberOptions } from './adapters/rabbitmq/subscriber.ts';
 export { RabbitOffsets, type RabbitOffsetsOptions } from './adapters/rabbitmq/offsets.ts';
 export { RabbitTopicReader } from './adapters/rabbitmq/topic-reader.ts';
+export { connectRabbit, closeConnection as closeRabbit } from './adapters/rabbitmq/connection.ts';

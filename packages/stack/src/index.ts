@@ -30,7 +30,7 @@ export {
   privateRedis,
   type PrivateServer,
 } from './private.ts';
-export { natsAnswers } from './nats.ts';
+export { natsAnswers, natsTlsUrl } from './nats.ts';
 export {
   ensureTlsMaterial,
   issueServerCertificate,
@@ -43,7 +43,7 @@ export {
 export { postgresTlsUrl } from './postgres.ts';
 export { redisTlsUrl } from './redis.ts';
 export { kafkaTlsEnv } from './kafka.ts';
-export { rabbitmqAnswers, stopEpmd } from './rabbitmq.ts';
+export { rabbitmqAnswers, rabbitmqTlsUrl, stopEpmd } from './rabbitmq.ts';
 
 export interface StackEnv {
   DATABASE_URL: string;

@@ -5,6 +5,7 @@ import type { StackPaths } from './paths.ts';
 import { requireExecutable } from './prerequisites.ts';
 import { ownedPid, readPidFile, spawnDetached, terminate } from './process.ts';
 import type { LocalService } from './service.ts';
+import { TLS_HOST, type TlsMaterial } from './tls.ts';
 
 const ADDRESS: HostPort = { host: '127.0.0.1', port: 14222 };
 
@@ -18,7 +19,7 @@ export const NATS_URL = `nats://${formatAddress(ADDRESS)}`;
  * store is fsynced on the server's own timer, not per message — as a single Kafka broker with acks=all leaves its
  * log to the page cache (`log.flush.interval.messages` unset).
  */
-export function natsService(paths: StackPaths, port = ADDRESS.port): LocalService {
+export function natsService(paths: StackPaths, port = ADDRESS.port, tls?: TlsMaterial): LocalService {
   const { nats } = paths;
   const address = { host: ADDRESS.host, port };
   const url = `nats://${formatAddress(address)}`;
@@ -40,12 +41,12 @@ export function natsService(paths: StackPaths, port = ADDRESS.port): LocalServic
     start: async () => {
       const server = await requireExecutable('nats-server');
       await fs.mkdir(nats.store, { recursive: true });
-      await fs.writeFile(nats.config, config(address, paths));
+      await fs.writeFile(nats.config, config(address, paths, tls));
       spawnDetached(server, ['-c', nats.config], nats.log, { cwd: nats.dir });
       // nats-server writes its pid file once it has parsed the config and bound its port.
       for (let i = 0; i < 50 && (await readPidFile(nats.pidFile)) === undefined; i++) await sleep(100);
     },
-    ready: () => natsAnswers(url),
+    ready: () => natsAnswers(url, tls !== undefined),
     // SIGTERM is a graceful shutdown: JetStream flushes its stores; the server removes its pid file.
     stop: async (pid) => {
       await terminate(pid, 30_000);
@@ -54,9 +55,14 @@ export function natsService(paths: StackPaths, port = ADDRESS.port): LocalServic
   };
 }
 
-function config(address: HostPort, paths: StackPaths): string {
+/** With TLS material: TLS required of every client on the port (nats-server 2.9 has no mixed mode). */
+function config(address: HostPort, paths: StackPaths, tls?: TlsMaterial): string {
   const { nats } = paths;
+  const secure = tls
+    ? [`tls { cert_file: ${JSON.stringify(tls.certFile)}, key_file: ${JSON.stringify(tls.keyFile)}, timeout: 2 }`]
+    : [];
   return [
+    ...secure,
     '# Written by `postbox stack up`; rewritten at every start.',
     `listen: ${JSON.stringify(formatAddress(address))}`,
     `pid_file: ${JSON.stringify(nats.pidFile)}`,
@@ -70,15 +76,29 @@ function config(address: HostPort, paths: StackPaths): string {
  * Resolves once the server at `url` answers a PING after CONNECT and announces JetStream in its INFO: a NATS
  * without JetStream could take publishes but never confirm them.
  */
-export async function natsAnswers(url: string): Promise<void> {
+/** The URL of a TLS-only server of ours, by the certificate's host name. */
+export function natsTlsUrl(port: number): string {
+  return `tls://${TLS_HOST}:${port}`;
+}
+
+export async function natsAnswers(url: string, tls = false): Promise<void> {
   const parsed = new URL(url);
   const address = { host: parsed.hostname || '127.0.0.1', port: Number(parsed.port || 4222) };
+  // A TLS-only server sends its INFO in clear and then wants the handshake: INFO is the answer checked.
+  if (tls || parsed.protocol === 'tls:') return infoAnnounces(address, await exchange(address, '', 1));
   const connect = { verbose: false, pedantic: false, name: 'postbox-stack', lang: 'node', version: '0', protocol: 1 };
   if (parsed.username) Object.assign(connect, { user: decodeURIComponent(parsed.username) });
   if (parsed.password) Object.assign(connect, { pass: decodeURIComponent(parsed.password) });
   const reply = await exchange(address, `CONNECT ${JSON.stringify(connect)}\r\nPING\r\n`, 2);
-  const [info, pong] = reply.split('\r\n');
-  if (!info?.startsWith('INFO ') || pong !== 'PONG')
+  const [, pong] = reply.split('\r\n');
+  if (pong !== 'PONG')
+    throw new Error(`nats at ${formatAddress(address)} answered ${JSON.stringify(reply.trim().slice(0, 200))}`);
+  infoAnnounces(address, reply);
+}
+
+function infoAnnounces(address: HostPort, reply: string): void {
+  const [info] = reply.split('\r\n');
+  if (!info?.startsWith('INFO '))
     throw new Error(`nats at ${formatAddress(address)} answered ${JSON.stringify(reply.trim().slice(0, 200))}`);
   const announced = JSON.parse(info.slice(5)) as { jetstream?: boolean };
   if (announced.jetstream !== true)

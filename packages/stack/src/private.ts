@@ -68,13 +68,18 @@ export function privateRedis(home: string, port: number, tls?: { material: TlsMa
   return wrap(redisService(stackPaths(home), port, tls), home);
 }
 
-export function privateNats(home: string, port: number): PrivateServer {
-  return wrap(natsService(stackPaths(home), port), home);
+/** With `tls`: TLS required on its port (nats.ts). */
+export function privateNats(home: string, port: number, tls?: TlsMaterial): PrivateServer {
+  return wrap(natsService(stackPaths(home), port, tls), home);
 }
 
 /** A private RabbitMQ node: its own AMQP, distribution and epmd ports (stop() also ends its epmd). */
-export function privateRabbitmq(home: string, ports: { amqp: number; dist: number; epmd: number }): PrivateServer {
-  return wrap(rabbitmqService(stackPaths(home), ports), home);
+export function privateRabbitmq(
+  home: string,
+  ports: { amqp: number; dist: number; epmd: number },
+  tls?: { material: TlsMaterial; port: number },
+): PrivateServer {
+  return wrap(rabbitmqService(stackPaths(home), ports, tls), home);
 }
 
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */

@@ -8,6 +8,7 @@ import type { StackPaths } from './paths.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isAlive, ownedPid, readPidFile, run, spawnDetached, terminate } from './process.ts';
 import type { LocalService } from './service.ts';
+import { TLS_HOST, type TlsMaterial } from './tls.ts';
 
 const HOST = '127.0.0.1';
 /** AMQP, Erlang distribution and the node's own epmd: never the machine's 5672, 25672 and 4369. */
@@ -24,7 +25,12 @@ const INSTALL = 'apt-get install -y rabbitmq-server';
  * Erlang cookie (its HOME), epmd port, data, logs and config — never the machine's shared 5672 node. Durable
  * queues are quorum queues (Raft, fsynced before a publisher confirm), so durability is the server's default.
  */
-export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): LocalService {
+/** With `tls` (material and a port): an AMQPS listener there too, beside the plain one the stack's checks use. */
+export function rabbitmqService(
+  paths: StackPaths,
+  ports = RABBITMQ_PORTS,
+  tls?: { material: TlsMaterial; port: number },
+): LocalService {
   const { rabbitmq } = paths;
   const address = { host: HOST, port: ports.amqp };
   const url = `amqp://guest:guest@${formatAddress(address)}`;
@@ -54,7 +60,7 @@ export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): Loca
   return {
     name: 'rabbitmq',
     address,
-    otherPorts: [{ host: HOST, port: ports.dist }],
+    otherPorts: [{ host: HOST, port: ports.dist }, ...(tls ? [{ host: HOST, port: tls.port }] : [])],
     envVar: 'RABBITMQ_URL',
     url,
     dataDir: rabbitmq.data,
@@ -67,7 +73,7 @@ export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): Loca
     start: async () => {
       await requireServer();
       await Promise.all([rabbitmq.home, rabbitmq.data, rabbitmq.logs].map((d) => fs.mkdir(d, { recursive: true })));
-      await fs.writeFile(rabbitmq.config, config(address));
+      await fs.writeFile(rabbitmq.config, config(address, tls));
       await fs.writeFile(rabbitmq.plugins, '[].\n');
       const script = spawnDetached(SERVER, [], rabbitmq.log, { env, cwd: rabbitmq.dir });
       // The node writes its pid file a few seconds into its boot (the script execs into the VM, same pid).
@@ -88,6 +94,11 @@ export function rabbitmqService(paths: StackPaths, ports = RABBITMQ_PORTS): Loca
  * Ends the epmd daemon a node of ours started on its own port (the node starts one when none listens there, and
  * it outlives the node). Nothing else registers on that port.
  */
+/** The AMQPS URL of a server of ours, by the certificate's host name and verified against the stack's CA. */
+export function rabbitmqTlsUrl(port: number, tls: TlsMaterial): string {
+  return `amqps://guest:guest@${TLS_HOST}:${port}/?sslrootcert=${tls.caFile}`;
+}
+
 export async function stopEpmd(port: number): Promise<void> {
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ERL_EPMD_PORT: String(port) };
   // epmd refuses to die while a node is registered ("Killing not allowed - living nodes in database"), and a node
@@ -111,10 +122,22 @@ async function requireServer(): Promise<void> {
   }
 }
 
-function config(address: HostPort): string {
+function config(address: HostPort, tls?: { material: TlsMaterial; port: number }): string {
+  const secure = tls
+    ? [
+        `listeners.ssl.default = ${formatAddress({ host: HOST, port: tls.port })}`,
+        `ssl_options.cacertfile = ${tls.material.caFile}`,
+        `ssl_options.certfile = ${tls.material.certFile}`,
+        `ssl_options.keyfile = ${tls.material.keyFile}`,
+        // Clients present no certificate: they log in with a user and password, inside TLS.
+        'ssl_options.verify = verify_none',
+        'ssl_options.fail_if_no_peer_cert = false',
+      ]
+    : [];
   return [
     '# Written by `postbox stack up`; rewritten at every start.',
     `listeners.tcp.default = ${formatAddress(address)}`,
+    ...secure,
     // The guest user, from loopback only (the server's default): this node listens on 127.0.0.1 alone.
     // One message size limit across brokers (NATS' max_payload): publishers refuse larger ones before sending.
     'max_message_size = 1048576',

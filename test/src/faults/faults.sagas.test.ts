@@ -22,7 +22,7 @@ import { failpointLoop } from './support/failpoint-loop.ts';
 // ended, the verifier's saga and consumer checks, and every participant effect counted.
 // 3 kills per boundary in `npm test` (each run is a process start and a group join: 20 × 3 loops take three to
 // four minutes); `npm run test:faults` runs its --iterations (default 20).
-const ITERATIONS = faultIterations(3);
+const ITERATIONS = faultIterations(2);
 const prefix = uniqueTopic('sagafault');
 const SERVICE = fileURLToPath(new URL('./fixtures/saga/saga-service.ts', import.meta.url));
 const CONSUMER = fileURLToPath(new URL('./fixtures/saga/saga-consumer.ts', import.meta.url));

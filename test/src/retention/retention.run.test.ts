@@ -375,3 +375,41 @@ test('rows in the default partition past the window (old ids replayed) get a par
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('the sweep makes at most 10 partitions a run and the next run goes on: 12 old days in the default leave over two runs', async () => {
+  const own = await freshDatabase();
+  const dir = await mkdtemp(join(tmpdir(), 'postbox-archive-'));
+  const sql = own.sql;
+  try {
+    for (const table of PARTITIONED_TABLES) await sql`DROP TABLE ${sql(`${table}_p_legacy`)}`;
+    const ids = Array.from({ length: 12 }, (_, k) => idAt(today - (100 + k) * DAY + 3_600_000, k + 1));
+    await sql.begin(async (tx) => {
+      for (const [i, id] of ids.entries())
+        await enqueue(
+          tx,
+          { event_id: id, event_type: 'RetEvent', aggregate_id: 'swept-1', aggregate_version: i + 1, data: {} },
+          { topic: 'retention', producer: 'test' },
+        );
+    });
+    await sql`UPDATE message_outbox SET status = 'published', published_at = ${new Date(today - 200 * DAY)} WHERE aggregate_id = 'swept-1'`;
+    const run = () =>
+      runRetention(sql, {
+        policy: resolveRetentionPolicy({ archiveDir: dir, inboxDays: null }),
+        trigger: 'cli',
+        actor: 'test',
+      });
+    const first = await run();
+    const second = await run();
+    const dropped = (r: typeof first) => r.partitions.filter((p) => p.outcome === 'dropped').length;
+    assert.deepEqual(
+      [first.defaultSwept, dropped(first), second.defaultSwept, dropped(second)],
+      [10, 10, 2, 2],
+      'ten partitions a run (the default stays locked for a call), the rest by the next',
+    );
+    const [left] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM message_outbox_p_default`;
+    assert.equal(left!.n, 0);
+  } finally {
+    await own.drop();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

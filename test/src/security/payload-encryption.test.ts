@@ -123,6 +123,10 @@ test('failures and retries are stored sealed, open for retries, and decrypt for 
     assert.ok(f.sealed && f.sealed.length > 0);
     assert.equal(f.sealed.indexOf(SECRET), -1, 'the secret is not in the sealed bytes');
   }
+  const stored = failures.find((f) => f.aggregate_id === 'poison-1')!;
+  console.log(
+    `# stored: payload=${stored.payload} headers=${stored.headers} envelope=${stored.envelope} key_id=${stored.key_id} sealed=\\x${stored.sealed!.subarray(0, 24).toString('hex')}… (${stored.sealed!.length} bytes)`,
+  );
   const ledger = await db.sql<
     { aggregate_id: string; status: string; record: unknown; key_id: string; sealed: Buffer }[]
   >`
@@ -147,6 +151,8 @@ test('failures and retries are stored sealed, open for retries, and decrypt for 
     const viewer = await poisonFailure(api, api.tokens.viewer);
     assert.deepEqual([viewer.node.encryptedWith, viewer.node.payload], ['k1', null], 'metadata only');
     assert.match(viewer.errors![0]!.message, /not allowed: Failure\.payload/);
+    console.log(`# read with the payload scope: ${JSON.stringify(withScope.node)} = ${poison.value!.toString()}`);
+    console.log(`# read without it: ${JSON.stringify(viewer.node)}; error: ${viewer.errors![0]!.message}`);
   });
   await withApi(null, async (api) => {
     const res = await poisonFailure(api, api.tokens.payload);

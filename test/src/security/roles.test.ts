@@ -134,6 +134,11 @@ test('each role is refused what its command never does', async () => {
     'the owner-rights function makes partitions of the two Postbox tables only',
   );
   assert.equal(await sqlState(api, "SELECT postbox_premake('message_outbox', 86400, 1)"), denied, 'api: premake');
+  for (const call of [
+    "SELECT postbox_premake('message_outbox', 1, 100000)",
+    "SELECT postbox_premake('message_inbox', 0, 1)",
+  ])
+    assert.equal(await sqlState(relay, call), '22023', `no partitions without bound: ${call}`);
 
   // The producer enqueues in its own transaction; the key registry its insert keeps is the owner's business.
   const id = '01890a5d-ac96-774b-bcce-b302099a8057';

@@ -17,6 +17,7 @@ import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts
 // process does not trust, or dialled by a name the certificate does not carry, stops the command at start with
 // an error naming the link.
 let stack: PrivateStack;
+let brokers: PrivateStack | undefined;
 let tls: Record<string, string>;
 let sql: Sql;
 let otherCa: string;
@@ -31,10 +32,16 @@ before(async () => {
   scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'postbox-other-ca-'));
   otherCa = (await makeCertificateAuthority(scratch, 'Some other CA')).caFile;
   sql = connect({ url: tls.DATABASE_URL!, max: 2 });
+  // `postbox migrate` over TLS too; then the demo's and the test handler's tables.
+  const migrate = postbox(['migrate']);
+  assert.equal(await migrate.exited, 0, migrate.output());
+  await migrateDemo(sql);
+  await createHandlerTables(sql);
 });
 
 after(async () => {
   await sql?.end({ timeout: 5 });
+  await brokers?.stop();
   await stack?.stop();
   if (scratch) await fs.rm(scratch, { recursive: true, force: true });
 });
@@ -51,16 +58,24 @@ function postbox(args: string[], env: Record<string, string> = {}): RoleProcess 
   });
 }
 
+/** The exit code of a command that must stop by itself; one still running after 30 s is killed and fails. */
+async function exitCode(p: RoleProcess): Promise<number | null> {
+  const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+  try {
+    const code = await p.exited;
+    assert.notEqual(p.child.signalCode, 'SIGKILL', `still running after 30 s:\n${p.output().slice(-2000)}`);
+    return code;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function stop(p: RoleProcess): Promise<void> {
   p.kill('SIGTERM');
   assert.equal(await p.exited, 0, p.output().slice(-3000));
 }
 
 test('one pipeline over TLS: PostgreSQL verify-full, Kafka SASL_SSL + SCRAM, Redis TLS + ACL; the verifier passes', async () => {
-  const migrate = postbox(['migrate']);
-  assert.equal(await migrate.exited, 0, migrate.output());
-  await migrateDemo(sql);
-  await createHandlerTables(sql);
   // Every tenth event fails its first attempt: its retry goes through the ledger and Redis (BullMQ) over TLS.
   await sql.begin((tx) =>
     enqueueMany(
@@ -158,7 +173,7 @@ test('a CA the process does not trust, or a host name the certificate does not c
   ];
   for (const [name, env, expected] of cases) {
     const p = postbox(['consume', TEST_CONSUMER_MODULE], env);
-    const code = await p.exited;
+    const code = await exitCode(p);
     assert.notEqual(code, 0, `${name}: the command must not start`);
     assert.match(p.output(), expected, `${name}:\n${p.output().slice(-2000)}`);
     assert.doesNotMatch(p.output(), /not-the-password|\s+at .*\.ts:\d+/, `${name}: no secret, no stack trace`);
@@ -180,3 +195,72 @@ async function redisClients(): Promise<Array<{ user: string; laddr: string }>> {
     redis.disconnect();
   }
 }
+
+test('NATS (TLS required) and RabbitMQ (AMQPS): the relay and a consumer through each over TLS; a wrong CA names the link', async () => {
+  brokers = await startPrivateStack({ nats: true, rabbitmq: true, tls: true });
+  const env = brokers.tlsEnv!;
+  const effects = 'SELECT order_id AS aggregate_id, version, applied_count FROM demo_order_projection';
+  for (const broker of ['nats', 'rabbitmq'] as const) {
+    const brokerTopic = `tls.${broker}`;
+    const consumerName = `tls-${broker}`;
+    const brokerEnv = {
+      POSTBOX_BROKER: broker,
+      POSTBOX_TOPICS: `${brokerTopic}:2`,
+      TEST_TOPIC: brokerTopic,
+      TEST_CONSUMER: consumerName,
+      ...(broker === 'nats' ? { NATS_URL: env.NATS_URL!, NATS_TLS_CA: env.NATS_TLS_CA! } : {}),
+      ...(broker === 'rabbitmq' ? { RABBITMQ_URL: env.RABBITMQ_URL! } : {}),
+    };
+    await sql`DELETE FROM demo_order_projection`;
+    await sql.begin((tx) =>
+      enqueueMany(
+        tx,
+        Array.from({ length: 60 }, (_, i) => ({
+          aggregate_id: `${broker}-${i % 6}`,
+          aggregate_version: Math.floor(i / 6) + 1,
+          event_type: 'TestEvent',
+          data: { n: i },
+        })),
+        { topic: brokerTopic, producer: 'tls-test' },
+      ),
+    );
+    // RabbitMQ routes only to queues that exist (it keeps no log): the consumer declares its group's first.
+    const consumer = postbox(['consume', TEST_CONSUMER_MODULE], brokerEnv);
+    await waitFor('the consumer started', async () => consumer.output().includes(`postbox consume: ${consumerName}`));
+    const relay = postbox(['relay'], brokerEnv);
+    try {
+      await waitFor(`every event applied through ${broker}`, async () => {
+        const [row] = await sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${consumerName}`;
+        return row!.n === 60;
+      }).catch((cause: unknown) => {
+        throw new Error(
+          `${(cause as Error).message}\nrelay:\n${relay.output().slice(-2000)}\nconsumer:\n${consumer.output().slice(-2000)}`,
+          { cause },
+        );
+      });
+    } finally {
+      await stop(relay);
+      await stop(consumer);
+    }
+    const verify = postbox(['verify', '--final', '--consumer', consumerName, '--effects-counts', effects], brokerEnv);
+    assert.equal(await verify.exited, 0, verify.output());
+    assert.match(verify.output(), /applied 60,[\s\S]*lost 0, applied twice 0, out of order 0/);
+    console.log(`# ${broker} over TLS: ${verify.output().trim().split('\n').at(-1)}`);
+
+    const wrongCa =
+      broker === 'nats'
+        ? { NATS_TLS_CA: otherCa }
+        : { RABBITMQ_URL: env.RABBITMQ_URL!.replace(/sslrootcert=[^&]+/, `sslrootcert=${otherCa}`) };
+    const refused = postbox(['consume', TEST_CONSUMER_MODULE], { ...brokerEnv, ...wrongCa });
+    assert.notEqual(await exitCode(refused), 0);
+    const name = broker === 'nats' ? 'NATS' : 'RabbitMQ';
+    assert.match(
+      refused.output(),
+      new RegExp(
+        `${name} link \\(.*localhost:\\d+\\): TLS: the server's certificate is not signed by a CA this process trusts`,
+      ),
+      refused.output(),
+    );
+  }
+});

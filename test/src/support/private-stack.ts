@@ -13,7 +13,9 @@ import {
   privateRedis,
   ensureTlsMaterial,
   kafkaTlsEnv,
+  natsTlsUrl,
   postgresTlsUrl,
+  rabbitmqTlsUrl,
   redisTlsUrl,
   stopEpmd,
   type PrivateServer,
@@ -48,7 +50,8 @@ export interface PrivateStackOptions {
   rabbitmq?: boolean;
   /**
    * The stack's TLS material made under the home: PostgreSQL serves TLS too, Redis and Kafka get a TLS port each
-   * (SASL_SSL + SCRAM for Kafka, an ACL user for Redis); `tlsEnv` is what a client reaching them over TLS sets.
+   * (SASL_SSL + SCRAM for Kafka, an ACL user for Redis, AMQPS for RabbitMQ) and NATS requires TLS; `tlsEnv` is
+   * what a client reaching them over TLS sets (NATS_URL, RABBITMQ_URL for those brokers).
    */
   tls?: boolean;
 }
@@ -73,7 +76,7 @@ export interface PrivateStack {
   direct: Partial<{ DATABASE_URL: string; KAFKA_BROKERS: string; REDIS_URL: string }>;
   /** With `tls`: the environment of a client that reaches the servers started here over TLS only. */
   tlsEnv?: Record<string, string>;
-  tlsPorts?: { redis?: number; kafka?: number };
+  tlsPorts?: { redis?: number; kafka?: number; rabbitmq?: number };
   tlsMaterial?: TlsMaterial;
   stop(): Promise<void>;
 }
@@ -151,7 +154,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
   try {
     if (options.tls) {
       stack.tlsMaterial = await ensureTlsMaterial(path.join(home, 'tls'));
-      stack.tlsPorts = { redis: await freePort(), kafka: await freePort() };
+      stack.tlsPorts = { redis: await freePort(), kafka: await freePort(), rabbitmq: await freePort() };
       stack.tlsEnv = {};
     }
     const starts: Promise<void>[] = [];
@@ -250,9 +253,12 @@ async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<
 }
 
 async function startNats(stack: PrivateStack): Promise<void> {
-  stack.nats = privateNats(path.join(stack.home, 'n'), await freePort());
+  const port = await freePort();
+  stack.nats = privateNats(path.join(stack.home, 'n'), port, stack.tlsMaterial);
   await restart(stack.nats);
   stack.urls.NATS_URL = stack.nats.url;
+  if (stack.tlsMaterial)
+    Object.assign(stack.tlsEnv!, { NATS_URL: natsTlsUrl(port), NATS_TLS_CA: stack.tlsMaterial.caFile });
 }
 
 /** The epmd port of each private RabbitMQ node: the daemon its node started outlives it, and is ended here. */
@@ -260,10 +266,16 @@ const epmdPorts = new Map<PrivateServer, number>();
 
 async function startRabbitmq(stack: PrivateStack): Promise<void> {
   const ports = { amqp: await freePort(), dist: await freePort(), epmd: await freePort() };
-  stack.rabbitmq = privateRabbitmq(path.join(stack.home, 'q'), ports);
+  const tls = stack.tlsMaterial;
+  stack.rabbitmq = privateRabbitmq(
+    path.join(stack.home, 'q'),
+    ports,
+    tls ? { material: tls, port: stack.tlsPorts!.rabbitmq! } : undefined,
+  );
   epmdPorts.set(stack.rabbitmq, ports.epmd);
   await restart(stack.rabbitmq);
   stack.urls.RABBITMQ_URL = stack.rabbitmq.url;
+  if (tls) stack.tlsEnv!.RABBITMQ_URL = rabbitmqTlsUrl(stack.tlsPorts!.rabbitmq!, tls);
 }
 
 async function stopStack(stack: PrivateStack): Promise<void> {

@@ -44,7 +44,7 @@ export async function apiCommand(argv: string[]): Promise<number> {
   }
   const api = readApiConfig();
   const config = readConfig(stackEnv(), process.env, { role: 'api' });
-  await checkLinks(config, ['postgres', 'kafka', 'redis']);
+  await checkLinks(config, ['postgres', 'broker', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('api', { log });
   const signal = shutdownSignal();

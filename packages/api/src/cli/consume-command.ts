@@ -51,7 +51,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
   const config = readConfig(stackEnv(), process.env, { role: 'consumer' });
-  await checkLinks(config, ['postgres', 'kafka', 'redis']);
+  await checkLinks(config, ['postgres', 'broker', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });
   const signal = shutdownSignal();

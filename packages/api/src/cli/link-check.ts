@@ -1,5 +1,7 @@
 import { connect, ConfigError } from '@postbox/engine';
 import { createKafka } from '@postbox/engine/kafka';
+import { connectNats } from '@postbox/engine/nats';
+import { closeRabbit, connectRabbit } from '@postbox/engine/rabbitmq';
 import { redisConnection } from '@postbox/engine/bullmq';
 import type { PostboxConfig } from '../config/env.ts';
 
@@ -10,7 +12,7 @@ import type { PostboxConfig } from '../config/env.ts';
  * driver's stack trace minutes later, or a retry loop that never says why. A server that does not answer yet is
  * left to the command (a relay or consumer started before its broker waits for it).
  */
-export type Link = 'postgres' | 'kafka' | 'redis';
+export type Link = 'postgres' | 'broker' | 'redis';
 
 const TIMEOUT_MS = 5_000;
 
@@ -41,16 +43,29 @@ const CHECKS: Record<Link, (config: PostboxConfig) => Promise<void>> = {
       await sql.end({ timeout: 1 });
     }
   },
-  async kafka(config) {
-    if (config.broker.kind !== 'kafka') return;
-    const admin = createKafka({ ...config.broker.kafka, connectionTimeoutMs: TIMEOUT_MS }).admin({
-      retry: { retries: 0 },
-    });
-    try {
-      await admin.connect();
-      await admin.describeCluster();
-    } finally {
-      await admin.disconnect();
+  async broker(config) {
+    const { broker } = config;
+    switch (broker.kind) {
+      case 'kafka': {
+        const admin = createKafka({ ...broker.kafka, connectionTimeoutMs: TIMEOUT_MS }).admin({
+          retry: { retries: 0 },
+        });
+        try {
+          await admin.connect();
+          await admin.describeCluster();
+        } finally {
+          await admin.disconnect();
+        }
+        return;
+      }
+      case 'nats': {
+        const nc = await connectNats({ ...broker.nats, name: 'postbox-link-check', connectTimeoutMs: TIMEOUT_MS });
+        await nc.close();
+        return;
+      }
+      case 'rabbitmq':
+        await closeRabbit(await connectRabbit(broker.rabbitmq.url));
+        return;
     }
   },
   async redis(config) {
@@ -77,14 +92,16 @@ const CHECKS: Record<Link, (config: PostboxConfig) => Promise<void>> = {
   },
 };
 
-const NAMES: Record<Link, string> = { postgres: 'PostgreSQL', kafka: 'Kafka', redis: 'Redis' };
+const NAMES = { postgres: 'PostgreSQL', kafka: 'Kafka', nats: 'NATS', rabbitmq: 'RabbitMQ', redis: 'Redis' } as const;
 
 /** Where the CA and the host name of each link are set. */
-const TLS_SETTINGS: Record<Link, string> = {
+const TLS_SETTINGS = {
   postgres: 'DATABASE_URL (sslmode=verify-full&sslrootcert=<ca file>)',
   kafka: 'KAFKA_SSL_CA (and KAFKA_BROKERS)',
+  nats: 'NATS_TLS_CA (and NATS_URL)',
+  rabbitmq: 'RABBITMQ_URL (amqps://…/?sslrootcert=<ca file>)',
   redis: 'REDIS_URL (rediss://…/?sslrootcert=<ca file>)',
-};
+} as const;
 
 const UNTRUSTED = new Set([
   'SELF_SIGNED_CERT_IN_CHAIN',
@@ -113,13 +130,15 @@ function fatal(link: Link, config: PostboxConfig, error: unknown): string | null
 }
 
 function describe(link: Link, config: PostboxConfig, error: unknown): string {
-  const where = `${NAMES[link]} link (${address(link, config)})`;
+  const server = link === 'broker' ? config.broker.kind : link;
+  const settings = TLS_SETTINGS[server];
+  const where = `${NAMES[server]} link (${address(link, config)})`;
   const code = codeOf(error);
   const message = messageOf(error);
   if (code && UNTRUSTED.has(code))
-    return `${where}: TLS: the server's certificate is not signed by a CA this process trusts (${code}: ${message}); check the CA in ${TLS_SETTINGS[link]}`;
+    return `${where}: TLS: the server's certificate is not signed by a CA this process trusts (${code}: ${message}); check the CA in ${settings}`;
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID')
-    return `${where}: TLS: the server's certificate is not issued for the host dialled (${message}); dial the name the certificate names, see ${TLS_SETTINGS[link]}`;
+    return `${where}: TLS: the server's certificate is not issued for the host dialled (${message}); dial the name the certificate names, see ${settings}`;
   if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID')
     return `${where}: TLS: the server's certificate is not valid now (${code})`;
   return `${where}: ${message}`;
@@ -127,13 +146,33 @@ function describe(link: Link, config: PostboxConfig, error: unknown): string {
 
 function address(link: Link, config: PostboxConfig): string {
   try {
-    if (link === 'kafka') return config.broker.kind === 'kafka' ? config.broker.kafka.brokers.join(',') : '';
-    const url = new URL(link === 'postgres' ? config.databaseUrl : config.redisUrl);
+    const { broker } = config;
+    if (link === 'broker' && broker.kind === 'kafka') return broker.kafka.brokers.join(',');
+    if (link === 'broker' && broker.kind === 'nats') return broker.nats.servers.join(',');
+    const url = new URL(
+      link === 'postgres' ? config.databaseUrl : link === 'redis' ? config.redisUrl : rabbitUrl(config),
+    );
     return `${url.protocol}//${url.host}`;
   } catch {
     return 'unparseable URL';
   }
 }
+
+function rabbitUrl(config: PostboxConfig): string {
+  return config.broker.kind === 'rabbitmq' ? config.broker.rabbitmq.url : '';
+}
+
+/**
+ * Node's TLS errors by their text, for clients that keep only the message (amqp-client's AMQPError): the code
+ * Node gives each.
+ */
+const TLS_MESSAGES: ReadonlyArray<[RegExp, string]> = [
+  [/unable to verify the first certificate/i, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'],
+  [/self[- ]signed certificate in certificate chain/i, 'SELF_SIGNED_CERT_IN_CHAIN'],
+  [/unable to get local issuer certificate/i, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'],
+  [/does not match certificate's altnames/i, 'ERR_TLS_CERT_ALTNAME_INVALID'],
+  [/certificate has expired/i, 'CERT_HAS_EXPIRED'],
+];
 
 /** The first error code along the cause chain (kafkajs wraps the socket's error twice). */
 function codeOf(error: unknown): string | undefined {
@@ -144,7 +183,8 @@ function codeOf(error: unknown): string | undefined {
   ) {
     if (typeof e.code === 'string' && /^[A-Z_]+$/.test(e.code)) return e.code;
   }
-  return undefined;
+  const text = error instanceof Error ? error.message : String(error);
+  return TLS_MESSAGES.find(([pattern]) => pattern.test(text))?.[1];
 }
 
 function messageOf(error: unknown): string {

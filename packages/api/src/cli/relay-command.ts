@@ -37,7 +37,7 @@ export async function relayCommand(argv: string[]): Promise<number> {
     role: 'relay',
     ...(threads === undefined ? {} : { relayThreads: threads }),
   });
-  await checkLinks(config, ['postgres', 'kafka']);
+  await checkLinks(config, ['postgres', 'broker']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('relay', { log });
   const signal = shutdownSignal();

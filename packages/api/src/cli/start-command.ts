@@ -51,7 +51,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   const stack = await stackUp({ log: (line) => console.log(line) });
   if (signal.aborted) return 0;
   const config = readConfig(stack, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
-  await checkLinks(config, ['postgres', 'kafka', 'redis']);
+  await checkLinks(config, ['postgres', 'broker', 'redis']);
   const apiConfig = readApiConfig();
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });

@@ -119,7 +119,7 @@ export function readConfig(
     ownerDatabaseUrl: stack.DATABASE_URL,
     redisUrl: stack.REDIS_URL,
     kafka,
-    broker: brokerConnection(chosenBroker(env), stack, kafka),
+    broker: brokerConnection(chosenBroker(env), stack, kafka, env),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? DEFAULT_RELAY_THREADS,
@@ -254,12 +254,24 @@ function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[
   };
 }
 
-function brokerConnection(kind: StackBroker, stack: StackEnv, kafka: KafkaConnection): BrokerConnection {
+function brokerConnection(
+  kind: StackBroker,
+  stack: StackEnv,
+  kafka: KafkaConnection,
+  env: NodeJS.ProcessEnv,
+): BrokerConnection {
   switch (kind) {
     case 'kafka':
       return { kind, kafka };
-    case 'nats':
-      return { kind, nats: { servers: parseNatsServers(stack.NATS_URL) } };
+    case 'nats': {
+      // NATS_TLS_CA, or a tls:// server: TLS required (else only when the server asks for it).
+      const tls = env.NATS_TLS_CA
+        ? { ca: readCaFile(env.NATS_TLS_CA, 'NATS_TLS_CA') }
+        : stack.NATS_URL.includes('tls://')
+          ? {}
+          : undefined;
+      return { kind, nats: { servers: parseNatsServers(stack.NATS_URL), ...(tls ? { tls } : {}) } };
+    }
     case 'rabbitmq':
       return { kind, rabbitmq: { url: stack.RABBITMQ_URL } };
   }

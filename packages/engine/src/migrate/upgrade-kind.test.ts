@@ -17,6 +17,11 @@ test('statements that break old code make a contract; additions, comments and fu
     ['ALTER TABLE t ALTER COLUMN n TYPE bigint;', /type/],
     ['ALTER TABLE t ALTER COLUMN n SET NOT NULL;', /NOT NULL/],
     ['ALTER TABLE t ADD COLUMN tenant text NOT NULL;', /without a default/],
+    ['ALTER TABLE t ALTER n TYPE bigint;', /type/],
+    ['ALTER TABLE t ALTER COLUMN n SET DATA TYPE bigint;', /type/],
+    ['ALTER TABLE t ALTER COLUMN n DROP DEFAULT;', /default/],
+    ['ALTER TABLE t ADD COLUMN amount numeric(10, 2) NOT NULL;', /without a default/],
+    ['ALTER TABLE t ADD amount numeric(10,2) NOT NULL, ADD COLUMN m text;', /without a default/],
     ["DO $$ BEGIN EXECUTE 'DROP TABLE t'; DROP VIEW v; END $$;", /drops/],
     ['REVOKE INSERT ON message_outbox FROM postbox_api;', /revokes/],
   ];
@@ -30,6 +35,9 @@ test('statements that break old code make a contract; additions, comments and fu
     'ALTER TABLE t ADD COLUMN tenant text;',
     'ALTER TABLE t ADD COLUMN n int NOT NULL DEFAULT 0, ADD COLUMN m text;',
     'ALTER TABLE t ADD CONSTRAINT c CHECK (n IS NOT NULL) NOT VALID;',
+    'ALTER TABLE t ADD COLUMN amount numeric(10, 2) NOT NULL DEFAULT 0, ADD COLUMN m text;',
+    'ALTER TABLE t ALTER COLUMN n DROP NOT NULL;',
+    "ALTER TYPE mood ADD VALUE 'meh';",
     '-- we DROP TABLE nothing here\nCREATE INDEX i ON t (n);',
     'CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $fn$ BEGIN DROP TABLE x; END $fn$;',
   ];

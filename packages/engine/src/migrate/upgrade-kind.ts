@@ -19,7 +19,9 @@ const CONTRACT_STATEMENTS: ReadonlyArray<[RegExp, string]> = [
     'drops what old code may use',
   ],
   [/\bRENAME\b/i, 'renames what old code may use'],
-  [/\bALTER\s+COLUMN\s+\S+\s+(?:SET\s+DATA\s+)?TYPE\b/i, "changes a column's type"],
+  // COLUMN is optional in ALTER TABLE … ALTER [COLUMN] c [SET DATA] TYPE t.
+  [/\bALTER\s+(?:COLUMN\s+)?(?!TABLE\b|TYPE\b|DOMAIN\b)\S+\s+(?:SET\s+DATA\s+)?TYPE\b/i, "changes a column's type"],
+  [/\bDROP\s+DEFAULT\b/i, 'drops a default old writers may rely on'],
   [/\bSET\s+NOT\s+NULL\b/i, 'makes a column NOT NULL (old writers may leave it empty)'],
   [/\bREVOKE\b/i, 'revokes a privilege'],
 ];
@@ -54,11 +56,23 @@ export function upgradeKind(version: number, text: string, scope = 'postbox'): U
 
 /** An `ADD [COLUMN]` clause (not a constraint) that is NOT NULL and has no DEFAULT. */
 function addsRequiredColumn(code: string): boolean {
-  for (const m of code.matchAll(/\bADD\s+(?!CONSTRAINT\b)(?:COLUMN\s+)?([^,;]*)/gi)) {
-    const clause = m[1]!;
+  for (const m of code.matchAll(/\bADD\s+(?!CONSTRAINT\b|VALUE\b)(?:COLUMN\s+)?/gi)) {
+    const clause = clauseAt(code, m.index + m[0].length);
     if (/\bNOT\s+NULL\b/i.test(clause) && !/\bDEFAULT\b|\bGENERATED\b/i.test(clause)) return true;
   }
   return false;
+}
+
+/** The text from `start` to the next comma or semicolon outside parentheses: `numeric(10, 2)` stays whole. */
+function clauseAt(code: string, start: number): string {
+  let depth = 0;
+  for (let i = start; i < code.length; i++) {
+    const c = code[i];
+    if (c === '(') depth++;
+    else if (c === ')') depth--;
+    else if ((c === ',' || c === ';') && depth <= 0) return code.slice(start, i);
+  }
+  return code.slice(start);
 }
 
 /**

@@ -81,7 +81,7 @@ export async function extendLegacyBound(sql: Sql, table: PartitionedTable): Prom
 /**
  * Gives rows of the default partition older than `olderThan` partitions of their own, one per period that holds
  * some and overlaps no range (postbox_sweep_default, migration 0019), so retention can archive and drop them.
- * Returns: how many partitions it made (at most 50 a call). Locks: the default partition for the call (lock_timeout
+ * Returns: how many partitions it made (at most 10 a call, migration 0023). Locks: the default partition for the call (lock_timeout
  * 500 ms), SHARE UPDATE EXCLUSIVE on the table while each is attached.
  */
 export async function sweepDefault(sql: Queryable, table: PartitionedTable, olderThan: Date): Promise<number> {

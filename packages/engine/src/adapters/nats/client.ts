@@ -8,6 +8,11 @@ export interface NatsConnectionOptions {
   name?: string;
   /** @defaultValue 3000 */
   connectTimeoutMs?: number;
+  /**
+   * TLS required, verified against this CA (PEM) or the system's when empty; the server's certificate must be
+   * issued for the host dialled. @defaultValue none: TLS only when the server requires it
+   */
+  tls?: { ca?: string };
 }
 
 /**
@@ -16,13 +21,14 @@ export interface NatsConnectionOptions {
  */
 export function connectNats(options: NatsConnectionOptions): Promise<NatsConnection> {
   return connect({
-    servers: options.servers.map((s) => s.replace(/^nats:\/\//, '')),
+    servers: options.servers.map((s) => s.replace(/^(nats|tls):\/\//, '')),
     name: options.name ?? 'postbox',
     timeout: options.connectTimeoutMs ?? 3000,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     // Requests made while disconnected wait for the reconnect, within their own timeout.
     waitOnFirstConnect: false,
+    ...(options.tls ? { tls: options.tls.ca ? { ca: options.tls.ca } : {} } : {}),
   });
 }
 

@@ -1,8 +1,29 @@
+import { readFileSync } from 'node:fs';
 import { AMQPClient, type AMQPBaseClient, type AMQPChannel } from '@cloudamqp/amqp-client';
+import { ConfigError } from '../../errors.ts';
 
-/** Connects to RabbitMQ with AMQP heartbeats on (see withHeartbeat). */
+/**
+ * Connects to RabbitMQ with AMQP heartbeats on (see withHeartbeat). `amqps://` is TLS, verified against the
+ * system's CAs or the CA file the URL names as `sslrootcert` (as PostgreSQL's and Redis' URLs do), host name
+ * included.
+ */
 export function connectRabbit(url: string): Promise<AMQPBaseClient> {
-  return new AMQPClient(withHeartbeat(url)).connect();
+  const { url: plain, ca } = rabbitTls(url);
+  return new AMQPClient(withHeartbeat(plain), ca === undefined ? undefined : { ca }).connect();
+}
+
+/** The URL without `sslrootcert`, and the CA it names. */
+export function rabbitTls(url: string): { url: string; ca?: string } {
+  const parsed = new URL(url);
+  const caFile = parsed.searchParams.get('sslrootcert');
+  if (caFile === null) return { url };
+  if (parsed.protocol !== 'amqps:') throw new ConfigError('RABBITMQ_URL names sslrootcert but is not amqps:// (TLS)');
+  parsed.searchParams.delete('sslrootcert');
+  try {
+    return { url: parsed.toString(), ca: readFileSync(caFile, 'utf8') };
+  } catch (cause) {
+    throw new ConfigError(`RABBITMQ_URL's sslrootcert ${caFile} cannot be read`, { cause });
+  }
 }
 
 /**

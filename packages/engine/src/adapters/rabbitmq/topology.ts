@@ -1,4 +1,5 @@
-import { AMQPClient, type AMQPChannel } from '@cloudamqp/amqp-client';
+import type { AMQPChannel } from '@cloudamqp/amqp-client';
+import { connectRabbit } from './connection.ts';
 import { ConfigError } from '../../errors.ts';
 import { classifyRabbitError } from './classify.ts';
 
@@ -39,7 +40,7 @@ export async function ensureExchanges(
   for (const name of [...specs.map((s) => s.topic), ...groups])
     if (!NAME.test(name))
       throw new ConfigError(`"${name}" cannot name a RabbitMQ exchange or queue here: use letters, digits, _, - and .`);
-  const client = await new AMQPClient(connection.url).connect().catch((cause: unknown) => {
+  const client = await connectRabbit(connection.url).catch((cause: unknown) => {
     throw classifyRabbitError(cause);
   });
   try {
