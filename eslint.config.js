@@ -20,7 +20,7 @@ export default tseslint.config(
     languageOptions: {
       parser: tseslint.parser,
       parserOptions: {
-        projectService: { allowDefaultProject: ['scripts/*.ts'] },
+        projectService: { allowDefaultProject: ['scripts/*.ts', 'scripts/release/*.ts'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

@@ -76,7 +76,13 @@ if (runs.length === 0) {
 
 const up = spawnSync(
   process.execPath,
-  ['--disable-warning=TimeoutNegativeWarning', path.join(root, 'packages/api/src/bin/postbox.ts'), 'stack', 'up'],
+  [
+    '--conditions=@postbox/source',
+    '--disable-warning=TimeoutNegativeWarning',
+    path.join(root, 'packages/api/src/bin/postbox.ts'),
+    'stack',
+    'up',
+  ],
   { stdio: 'inherit' },
 );
 if (up.status !== 0) process.exit(up.status ?? 1);
@@ -96,6 +102,7 @@ do {
       const child = spawn(
         process.execPath,
         [
+          '--conditions=@postbox/source',
           '--disable-warning=TimeoutNegativeWarning',
           '--test',
           '--test-concurrency=1',

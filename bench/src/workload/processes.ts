@@ -73,10 +73,20 @@ function spawnRole(role: string, args: string[], env: Record<string, string>): R
   const profile = cpuProfDir
     ? ['--cpu-prof', `--cpu-prof-dir=${join(cpuProfDir, role.replace(/[^A-Za-z0-9_.-]+/g, '-'))}`]
     : [];
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', ...profile, POSTBOX, ...args], {
-    env: { ...process.env, REDIS_URL: stack.REDIS_URL, KAFKA_BROKERS: stack.KAFKA_BROKERS, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@postbox/source', '--disable-warning=TimeoutNegativeWarning', ...profile, POSTBOX, ...args],
+    {
+      env: {
+        ...process.env,
+        REDIS_URL: stack.REDIS_URL,
+        KAFKA_BROKERS: stack.KAFKA_BROKERS,
+        LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   if (child.pid === undefined)
     throw new Error(`bench: could not start ${role} (${process.execPath} ${POSTBOX} ${args.join(' ')})`);
   let count = 0;

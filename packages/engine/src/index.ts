@@ -16,6 +16,7 @@ export {
   type RetryInput,
 } from './consumer/definition.ts';
 export type { BatchHandler, BatchItem, Handler, HandlerContext } from './consumer/handler.ts';
+export { siblingModule } from './consumer/sibling-module.ts';
 export {
   PostboxError,
   EnvelopeValidationError,

@@ -1,4 +1,4 @@
-import { formatPayloadKeys, type ConsumerDefinition, type PayloadKeyRing } from '@postbox/engine';
+import { formatPayloadKeys, siblingModule, type ConsumerDefinition, type PayloadKeyRing } from '@postbox/engine';
 import type { ConsumeExecutor, ConsumeTask, ConsumeTaskResult } from '@postbox/engine/runtime';
 import type { ConsumeWorkerData } from './consume-worker-data.ts';
 import { fixedPool } from './fixed-pool.ts';
@@ -32,7 +32,7 @@ export function createConsumePool(options: ConsumePoolOptions): ConsumeExecutor 
     definition: options.definition,
     telemetry: telemetry.options,
   };
-  const { pool, close } = fixedPool(new URL('./consume.worker.ts', import.meta.url), workerData, {
+  const { pool, close } = fixedPool(siblingModule('./consume.worker.ts', import.meta.url), workerData, {
     threads,
     maxQueue: threads * 4,
     tasksPerThread: TASKS_PER_THREAD,

@@ -1,3 +1,4 @@
+import { siblingModule } from '@postbox/engine';
 import type { CycleResult, LaneExecutor, LaneTask } from '@postbox/engine/runtime';
 import { fixedPool } from './fixed-pool.ts';
 import type { PublishWorkerData } from './publish-worker-data.ts';
@@ -36,7 +37,7 @@ export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
     relay: options.relay,
     telemetry: telemetry.options,
   };
-  const { pool, close } = fixedPool(new URL('./publish.worker.ts', import.meta.url), workerData, {
+  const { pool, close } = fixedPool(siblingModule('./publish.worker.ts', import.meta.url), workerData, {
     threads,
     maxQueue: threads * 64,
     tasksPerThread,

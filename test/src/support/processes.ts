@@ -18,10 +18,14 @@ export function spawnPostbox(args: string[], env: Record<string, string>): RoleP
 
 /** Runs a script (a .ts file) as a real process on the same Node, with the given environment added. */
 export function spawnScript(file: string, args: string[], env: Record<string, string>): RoleProcess {
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', file, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@postbox/source', '--disable-warning=TimeoutNegativeWarning', file, ...args],
+    {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

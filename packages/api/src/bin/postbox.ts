@@ -63,7 +63,7 @@ function help(): string {
   return [
     'postbox — reliable messaging: PostgreSQL outbox → Kafka → inbox-deduplicated consumers',
     '',
-    'usage: postbox <command> [options]     (postbox <command> --help for details)',
+    'usage: postbox <command> [options]     (postbox <command> --help for details; postbox --version)',
     '',
     ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
   ].join('\n');
@@ -75,6 +75,10 @@ async function main(argv: string[]): Promise<number> {
     console.log(help());
     return name ? 0 : 2;
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(await versionLine());
+    return 0;
+  }
   const command = COMMANDS[name];
   if (!command) {
     console.error(`postbox: unknown command "${name}"\n\n${help()}`);
@@ -83,6 +87,15 @@ async function main(argv: string[]): Promise<number> {
   // Before the command is loaded or opens anything: a role restarts itself in place with its heap bound.
   restartWithRoleHeap(argv);
   return (await command.load())(rest);
+}
+
+/** Which Postbox, on which Node: what a bug report needs first. */
+async function versionLine(): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  const manifest = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return `postbox ${manifest.version} (node ${process.versions.node})`;
 }
 
 main(process.argv.slice(2)).then(

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { writeFile } from 'node:fs/promises';
 import { ConfigError, createLogger } from '@postbox/engine';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { apiToken, readApiConfig, readTokens } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
 import { printedSchema } from '../graphql/schema/index.ts';
@@ -43,7 +43,7 @@ export async function apiCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const api = readApiConfig();
-  const config = readConfig(stackEnv(), process.env, { role: 'api' });
+  const config = readConfig(await linkEnv(), process.env, { role: 'api' });
   await checkLinks(config, ['postgres', 'broker', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('api', { log });

@@ -5,7 +5,7 @@ import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logge
 import type { TopicSpec } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
 import { awaitTopics, partitionCounts, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
@@ -50,7 +50,7 @@ export async function consumeCommand(argv: string[]): Promise<number> {
   const progressMs = values.progress === undefined ? 0 : Number(values.progress);
   if (!Number.isInteger(progressMs) || progressMs < 0)
     throw new ConfigError(`--progress must be milliseconds ≥ 0, got "${values.progress}"`);
-  const config = readConfig(stackEnv(), process.env, { role: 'consumer' });
+  const config = readConfig(await linkEnv(), process.env, { role: 'consumer' });
   await checkLinks(config, ['postgres', 'broker', 'redis']);
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('consumer', { log });

@@ -11,7 +11,7 @@ import {
 } from '@postbox/engine/control';
 import { BullmqRetryScheduler } from '@postbox/engine/bullmq';
 import type { RetryScheduler } from '@postbox/engine/runtime';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv, REDIS_NEED, requireLink } from '../config/links.ts';
 import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox failures — find, inspect and replay failed events
@@ -58,7 +58,7 @@ export async function failuresCommand(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const filter = filterOf(values);
-  const env = stackEnv();
+  const env = await linkEnv();
   const sql = connect({ url: databaseUrlFor('operator', env), max: 2, applicationName: 'postbox-failures' });
   try {
     if (verb === 'list') {
@@ -130,7 +130,8 @@ export async function failuresCommand(argv: string[]): Promise<number> {
       const schedulers = new Map<string, RetryScheduler>();
       const schedulerFor = (consumer: string) => {
         let s = schedulers.get(consumer);
-        if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: env.REDIS_URL, consumer })));
+        const redisUrl = requireLink(env, 'REDIS_URL', REDIS_NEED);
+        if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl, consumer })));
         return s;
       };
       try {

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, connect } from '@postbox/engine';
 import { backfillGaps, reportGaps } from '@postbox/engine/control';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox gaps — version gaps: aggregates whose later versions are parked, waiting for a missing one
@@ -29,7 +29,7 @@ export async function gapsCommand(argv: string[]): Promise<number> {
   }
   const olderThanMs = nonNegative(values['older-than'], 60_000, 'older-than');
   const limit = nonNegative(values.limit, 100, 'limit');
-  const sql = connect({ url: databaseUrlFor('operator', stackEnv()), max: 2, applicationName: 'postbox-gaps' });
+  const sql = connect({ url: databaseUrlFor('operator', await linkEnv()), max: 2, applicationName: 'postbox-gaps' });
   try {
     const gaps = await reportGaps(sql, {
       olderThanMs,

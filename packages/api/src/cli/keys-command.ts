@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, connect, generatePayloadKey, parsePayloadKeys } from '@postbox/engine';
 import { insertAudit, payloadKeyUsage, rotatePayloadKeys } from '@postbox/engine/control';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { databaseUrlFor } from '../config/env.ts';
 
 const HELP = `postbox keys — payload encryption at rest of the failure store and the retry ledger
@@ -43,7 +43,7 @@ export async function keysCommand(argv: string[]): Promise<number> {
   }
   if (verb !== 'status' && verb !== 'rotate')
     throw new ConfigError(`unknown keys command "${verb}" (status | rotate | generate)`);
-  const sql = connect({ url: databaseUrlFor('operator', stackEnv()), max: 2, applicationName: 'postbox-keys' });
+  const sql = connect({ url: databaseUrlFor('operator', await linkEnv()), max: 2, applicationName: 'postbox-keys' });
   try {
     if (verb === 'status') {
       for (const u of await payloadKeyUsage(sql)) console.log(`${u.table.padEnd(16)} ${u.key.padEnd(12)} ${u.rows}`);

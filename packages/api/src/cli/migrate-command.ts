@@ -12,9 +12,9 @@ import {
   upgradeKind,
   type Sql,
 } from '@postbox/engine';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv, requireLink } from '../config/links.ts';
 
-const HELP = `postbox migrate — apply the forward-only migrations in migrations/ (safe to run from many processes at once)
+const HELP = `postbox migrate — apply Postbox's forward-only migrations, shipped in @postbox/engine (safe to run from many processes at once)
 
 The demo's tables are not part of it: postbox start (and postbox consume of the demo consumer) apply those.
 
@@ -45,7 +45,11 @@ export async function migrateCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const sql = connect({ url: stackEnv().DATABASE_URL, max: 1, applicationName: 'postbox-migrate' });
+  const sql = connect({
+    url: requireLink(await linkEnv(), 'DATABASE_URL', 'the URL of your PostgreSQL'),
+    max: 1,
+    applicationName: 'postbox-migrate',
+  });
   try {
     if (values.check) return await checkPending(sql);
     await migrate(sql, { log: (line) => console.log(line) });

@@ -14,7 +14,7 @@ import {
   type StoredFinding,
 } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv, REDIS_NEED, requireLink } from '../config/links.ts';
 import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
@@ -81,7 +81,7 @@ export async function reconcileCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const [verb, ...rest] = positionals;
-  const env = stackEnv();
+  const env = await linkEnv();
   const sql = connect({ url: databaseUrlFor('operator', env), max: 4, applicationName: 'postbox-reconcile' });
   const schedulers = new Map<string, RetryScheduler>();
   try {
@@ -123,7 +123,14 @@ export async function buildReconciler(
     ...(sagas ? { sagas } : {}),
     schedulerFor: (consumer) => {
       let s = schedulers.get(consumer);
-      if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl, consumer })));
+      if (!s)
+        schedulers.set(
+          consumer,
+          (s = new BullmqRetryScheduler({
+            redisUrl: requireLink({ REDIS_URL: redisUrl }, 'REDIS_URL', REDIS_NEED),
+            consumer,
+          })),
+        );
       return s;
     },
     waker: createWaker(sql),
@@ -195,7 +202,7 @@ async function schedule(reconciler: Reconciler, redisUrl: string, v: Values): Pr
   const names = checkNames(v.check);
   const every = int(v.every, 300_000, 'every', 1000);
   const s = new ReconcileSchedule({
-    redisUrl,
+    redisUrl: requireLink({ REDIS_URL: redisUrl }, 'REDIS_URL', 'the Redis that keeps the reconciliation schedule'),
     reconciler,
     checks: names,
     everyMs: every,

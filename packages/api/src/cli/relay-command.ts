@@ -1,7 +1,7 @@
 import type { TopicSpec } from '@postbox/engine/kafka';
 import { parseArgs } from 'node:util';
 import { ConfigError, createLogger, type Logger } from '@postbox/engine';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { startRelay } from '@postbox/workers';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
@@ -33,7 +33,7 @@ export async function relayCommand(argv: string[]): Promise<number> {
   const threads = values.threads === undefined ? undefined : Number(values.threads);
   if (threads !== undefined && (!Number.isInteger(threads) || threads < 0))
     throw new ConfigError(`--threads must be an integer ≥ 0, got "${values.threads}"`);
-  const config = readConfig(stackEnv(), process.env, {
+  const config = readConfig(await linkEnv(), process.env, {
     role: 'relay',
     ...(threads === undefined ? {} : { relayThreads: threads }),
   });

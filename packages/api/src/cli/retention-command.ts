@@ -9,7 +9,7 @@ import {
   type RetentionProgress,
   type TablePlan,
 } from '@postbox/engine/retention';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { createBrokerOffsets } from '@postbox/workers';
 import { readConfig, readRetentionPolicy } from '../config/env.ts';
 
@@ -59,7 +59,7 @@ export async function retentionCommand(argv: string[]): Promise<number> {
     );
   const policy = readRetentionPolicy(process.env);
   // Detach and drop need the tables' owner: retention connects with DATABASE_URL, not an operator role's URL.
-  const config = readConfig(stackEnv());
+  const config = readConfig(await linkEnv());
   const offsets = createBrokerOffsets(config.broker, config.topics);
   const brokerRetention = (topics: string[]) => offsets.retention(topics);
   const sql = connect({ url: config.databaseUrl, max: 3, applicationName: 'postbox-retention' });

@@ -13,7 +13,7 @@ import {
   type SagaState,
   type SagaStatus,
 } from '@postbox/engine/saga';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { parseSagaModules } from '../config/api.ts';
 import { actOnSaga, sagaAllowedActions, sagaSteps } from '../sagas/act.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
@@ -90,7 +90,7 @@ export async function sagasCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return values.help ? 0 : 2;
   }
-  const sql = connect({ url: databaseUrlFor('operator', stackEnv()), max: 2, applicationName: 'postbox-sagas' });
+  const sql = connect({ url: databaseUrlFor('operator', await linkEnv()), max: 2, applicationName: 'postbox-sagas' });
   try {
     if (verb === 'list') return await list(sql, values);
     if (verb === 'show') return await show(sql, rest[0], values);

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { stackDown, stackStatus, stackTlsEnv, stackUp } from '@postbox/stack';
+import { loadStack } from './dev-stack.ts';
 
 const USAGE = `Usage: postbox stack <command> [options]
 
@@ -58,6 +58,7 @@ export async function stackCommand(argv: string[]): Promise<number> {
     return 2;
   }
   try {
+    const { stackDown, stackUp } = await loadStack('stack');
     switch (command) {
       case 'up':
         await stackUp({ tls: values.tls ?? false });
@@ -80,14 +81,14 @@ export async function stackCommand(argv: string[]): Promise<number> {
 
 /** The variables of a client that reaches the stack over TLS only, to export. */
 async function printTlsEnv(): Promise<void> {
-  const env = await stackTlsEnv();
+  const env = await (await loadStack('stack')).stackTlsEnv();
   if (!env) return;
   process.stdout.write('# over TLS (verify-full, SASL_SSL + SCRAM, rediss + ACL user):\n');
   for (const [name, value] of Object.entries(env)) process.stdout.write(`${name}=${value}\n`);
 }
 
 async function status(): Promise<number> {
-  const { services, env } = await stackStatus();
+  const { services, env } = await (await loadStack('stack')).stackStatus();
   for (const s of services) {
     const pid = s.pid === undefined ? '' : `pid ${s.pid}`;
     const state = s.running ? 'running' : 'stopped';

@@ -2,10 +2,11 @@ import { parseArgs } from 'node:util';
 import { connect, createLogger, createWaker, migrate, type Sql } from '@postbox/engine';
 import { outboxBacklog } from '@postbox/engine/control';
 import type { Consumer } from '@postbox/engine/runtime';
-import { stackUp } from '@postbox/stack';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
+import { linkEnv } from '../config/links.ts';
+import { developmentStack } from './dev-stack.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
@@ -48,9 +49,11 @@ export async function startCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const signal = shutdownSignal();
-  const stack = await stackUp({ log: (line) => console.log(line) });
+  // Inside the repository the development stack starts what is not running; an installed Postbox uses the links set.
+  const devStack = await developmentStack();
+  const links = devStack ? await devStack.stackUp({ log: (line) => console.log(line) }) : await linkEnv();
   if (signal.aborted) return 0;
-  const config = readConfig(stack, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
+  const config = readConfig(links, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
   await checkLinks(config, ['postgres', 'broker', 'redis']);
   const apiConfig = readApiConfig();
   const log = createLogger({ level: config.logLevel, name: 'postbox' });

@@ -3,7 +3,7 @@ import { ConfigError, connect } from '@postbox/engine';
 import { listConsumers } from '@postbox/engine/control';
 import { check, collect, formatReport, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine/verify';
 import { createBrokerOffsets, createTopicReader } from '@postbox/workers';
-import { stackEnv } from '@postbox/stack';
+import { linkEnv } from '../config/links.ts';
 import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
 
@@ -60,7 +60,7 @@ export async function verifyCommand(argv: string[]): Promise<number> {
   }
   const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
   const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
-  const config = readConfig(stackEnv(), process.env, { role: 'operator' });
+  const config = readConfig(await linkEnv(), process.env, { role: 'operator' });
   const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
   const reader = createTopicReader(config.broker, timeoutMs);
   const offsets = createBrokerOffsets(config.broker, config.topics);

@@ -10,7 +10,7 @@ import {
   type PartitionOptions,
   type RetentionPolicy,
 } from '@postbox/engine/retention';
-import { chosenBroker, type StackBroker, type StackEnv } from '@postbox/stack';
+import { brokerKind, requireLink, type BrokerKind, type LinkEnv } from './links.ts';
 import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 
 /**
@@ -23,7 +23,6 @@ export interface PostboxConfig {
   /** DATABASE_URL: the tables' owner, for what needs ownership (the demo's migrations). */
   ownerDatabaseUrl: string;
   redisUrl: string;
-  kafka: KafkaConnection;
   /** POSTBOX_BROKER: where the relay publishes (Kafka, or NATS JetStream at NATS_URL). */
   broker: BrokerConnection;
   topics: TopicSpec[];
@@ -81,14 +80,14 @@ const ROLE_URL: Record<CommandRole, string> = {
 
 /**
  * The URL a command connects with: its role's variable (DATABASE_URL_RELAY, DATABASE_URL_CONSUMER,
- * DATABASE_URL_API, DATABASE_URL_OPERATOR), else DATABASE_URL, else the local stack's PostgreSQL.
+ * DATABASE_URL_API, DATABASE_URL_OPERATOR), else DATABASE_URL (in the repository, else the local stack's PostgreSQL).
  */
 export function databaseUrlFor(
   role: CommandRole | undefined,
-  stack: Pick<StackEnv, 'DATABASE_URL'>,
+  links: Pick<LinkEnv, 'DATABASE_URL'>,
   env: NodeJS.ProcessEnv = process.env,
 ): string {
-  return (role && env[ROLE_URL[role]]) || stack.DATABASE_URL;
+  return (role && env[ROLE_URL[role]]) || requireLink(links, 'DATABASE_URL', 'the URL of your PostgreSQL');
 }
 
 /**
@@ -96,7 +95,7 @@ export function databaseUrlFor(
  * the consumer runtime for Kafka's session): a variable that is not set is passed on as not set.
  */
 export function readConfig(
-  stack: StackEnv,
+  links: LinkEnv,
   env: NodeJS.ProcessEnv = process.env,
   overrides: ConfigOverrides = {},
 ): PostboxConfig {
@@ -113,13 +112,11 @@ export function readConfig(
     baseMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_BASE_MS'),
     capMs: optionalInt(env, 'POSTBOX_RELAY_BACKOFF_CAP_MS'),
   };
-  const kafka = kafkaConnection(stack.KAFKA_BROKERS, env);
   return {
-    databaseUrl: databaseUrlFor(overrides.role, stack, env),
-    ownerDatabaseUrl: stack.DATABASE_URL,
-    redisUrl: stack.REDIS_URL,
-    kafka,
-    broker: brokerConnection(chosenBroker(env), stack, kafka, env),
+    databaseUrl: databaseUrlFor(overrides.role, links, env),
+    ownerDatabaseUrl: requireLink(links, 'DATABASE_URL', 'the URL of your PostgreSQL'),
+    redisUrl: links.REDIS_URL,
+    broker: brokerConnection(brokerKind(env), links, env),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
     relay: resolveRelayOptions({ ...definedOnly(relay), backoff: definedOnly(backoff) }),
     relayThreads: overrides.relayThreads ?? optionalInt(env, 'POSTBOX_RELAY_THREADS', 0) ?? DEFAULT_RELAY_THREADS,
@@ -254,25 +251,26 @@ function definedOnly<T extends object>(values: T): { [K in keyof T]?: Exclude<T[
   };
 }
 
-function brokerConnection(
-  kind: StackBroker,
-  stack: StackEnv,
-  kafka: KafkaConnection,
-  env: NodeJS.ProcessEnv,
-): BrokerConnection {
+function brokerConnection(kind: BrokerKind, links: LinkEnv, env: NodeJS.ProcessEnv): BrokerConnection {
   switch (kind) {
     case 'kafka':
-      return { kind, kafka };
+      return {
+        kind,
+        kafka: kafkaConnection(requireLink(links, 'KAFKA_BROKERS', 'your Kafka brokers, host:port,…'), env),
+      };
     case 'nats': {
       // NATS_TLS_CA, or a tls:// server: TLS required (else only when the server asks for it).
       const tls = env.NATS_TLS_CA
         ? { ca: readCaFile(env.NATS_TLS_CA, 'NATS_TLS_CA') }
-        : stack.NATS_URL.includes('tls://')
+        : requireLink(links, 'NATS_URL', 'your NATS servers (POSTBOX_BROKER=nats)').includes('tls://')
           ? {}
           : undefined;
-      return { kind, nats: { servers: parseNatsServers(stack.NATS_URL), ...(tls ? { tls } : {}) } };
+      return { kind, nats: { servers: parseNatsServers(links.NATS_URL), ...(tls ? { tls } : {}) } };
     }
     case 'rabbitmq':
-      return { kind, rabbitmq: { url: stack.RABBITMQ_URL } };
+      return {
+        kind,
+        rabbitmq: { url: requireLink(links, 'RABBITMQ_URL', 'your RabbitMQ, amqp://… (POSTBOX_BROKER=rabbitmq)') },
+      };
   }
 }

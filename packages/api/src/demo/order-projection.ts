@@ -1,4 +1,4 @@
-import { defineConsumer, type ConsumerDefinition, type ConsumerLimits } from '@postbox/engine';
+import { defineConsumer, siblingModule, type ConsumerDefinition, type ConsumerLimits } from '@postbox/engine';
 
 export const DEMO_CONSUMER = 'demo-order-projection';
 
@@ -7,7 +7,7 @@ export function demoProjectionConsumer(topic: string, limits: Partial<ConsumerLi
   return defineConsumer({
     name: DEMO_CONSUMER,
     topics: [topic],
-    handler: new URL('./projection-handler.ts', import.meta.url),
+    handler: siblingModule('./projection-handler.ts', import.meta.url),
     limits,
   });
 }

@@ -1,3 +1,9 @@
+// The schema modules' declarations name the global PothosSchemaTypes namespace, which these packages declare:
+// kept in the published .d.ts so a service's own type check (skipLibCheck off) finds it.
+/// <reference types="@pothos/core" preserve="true" />
+/// <reference types="@pothos/plugin-errors" preserve="true" />
+/// <reference types="@pothos/plugin-relay" preserve="true" />
+/// <reference types="@pothos/plugin-scope-auth" preserve="true" />
 import SchemaBuilder from '@pothos/core';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';

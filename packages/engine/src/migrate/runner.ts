@@ -14,7 +14,7 @@ import { onlineSteps, type MigrationStep } from './online.ts';
  * product's; `demo`, the demo's business tables), numbered from 1.
  */
 export interface MigrateOptions {
-  /** @defaultValue the repository's `migrations/` folder */
+  /** @defaultValue the `migrations/` folder shipped inside `@postbox/engine` */
   directory?: string;
   /** The chain these files belong to. @defaultValue 'postbox' */
   scope?: string;
@@ -46,7 +46,7 @@ export interface MigrationFile {
 const LOCK_KEY = 0x706f7374; // "post": one lock for every Postbox migrator on this database
 const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
-export const defaultMigrationsDirectory = fileURLToPath(new URL('../../../../migrations', import.meta.url));
+export const defaultMigrationsDirectory = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
 export async function readMigrations(
   directory = defaultMigrationsDirectory,

@@ -1,4 +1,4 @@
-import { ConfigError } from '@postbox/engine';
+import { ConfigError, siblingModule } from '@postbox/engine';
 
 /** What the demo saga's handler modules need to know; resolved once from the environment by the CLI. */
 export interface FulfilmentSettings {
@@ -15,7 +15,7 @@ export interface FulfilmentSettings {
  * inline), and only entry files read the environment, so the settings travel in the URL the module is loaded by.
  */
 export function handlerUrl(file: string, settings: FulfilmentSettings): URL {
-  const url = new URL(file, import.meta.url);
+  const url = siblingModule(file, import.meta.url);
   url.search = new URLSearchParams({
     prefix: settings.prefix,
     refusedPayments: String(settings.refusedPayments),
