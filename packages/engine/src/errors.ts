@@ -90,6 +90,24 @@ export class ConfigError extends PostboxError {
   }
 }
 
+/**
+ * A write meant for the caller's transaction was given a handle that is not inside one (a pool, a database object,
+ * a client before BEGIN): it would commit on its own, apart from the business change. Nothing was written.
+ */
+export class NotInTransactionError extends PostboxError {
+  readonly client: string;
+
+  constructor(client: string, hint: string, options?: { cause?: unknown }) {
+    super(
+      'not_in_transaction',
+      'permanent',
+      `${client}: not inside a transaction: ${hint}; nothing was written`,
+      options,
+    );
+    this.client = client;
+  }
+}
+
 /** A broker operation failed; `kind` says whether a retry can help. */
 export class BrokerError extends PostboxError {
   /** A transient error still there after this many attempts is a misconfiguration: give up then. */

@@ -17,6 +17,7 @@ export {
 } from './consumer/definition.ts';
 export type { BatchHandler, BatchItem, Handler, HandlerContext } from './consumer/handler.ts';
 export { siblingModule } from './consumer/sibling-module.ts';
+export { isSqlExecutor, type SqlExecutor, type SqlParam } from './ports/sql-executor.ts';
 export {
   PostboxError,
   EnvelopeValidationError,
@@ -25,6 +26,7 @@ export {
   BusinessConflictError,
   PermanentError,
   ConfigError,
+  NotInTransactionError,
   BrokerError,
   NotFoundError,
   ActionRefusedError,

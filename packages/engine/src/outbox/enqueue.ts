@@ -1,7 +1,9 @@
 import type { Queryable } from '../db/connect.ts';
+import { sqlExecutor } from '../db/sql-executor.ts';
 import { encodeData, validateEnvelope, DEFAULT_MAX_ENVELOPE_BYTES, type Envelope } from '../envelope/envelope.ts';
 import { newEventId } from '../envelope/event-id.ts';
 import { EnvelopeValidationError } from '../errors.ts';
+import type { SqlExecutor } from '../ports/sql-executor.ts';
 import { insertOutboxRows, type OutboxInsertRow } from '../queries/outbox-insert.ts';
 import { recordTraceContextDropped } from '../telemetry/metrics.ts';
 import { sanitizeTraceFields } from '../telemetry/trace-context.ts';
@@ -56,8 +58,15 @@ export interface EnqueueOptions {
 /**
  * Writes events to the outbox inside the caller's transaction, validated and serialized once. Either every
  * event is written or the call throws before writing any: the caller's transaction is never half-written by it.
+ * `tx` is a postgres.js transaction, or any client's transaction through its adapter (@postbox/engine/pg,
+ * /drizzle, /kysely, /prisma, /typeorm); a handle outside a transaction is refused (NotInTransactionError).
  */
-export async function enqueueMany(tx: Queryable, events: EventInput[], options: EnqueueOptions): Promise<Envelope[]> {
+export async function enqueueMany(
+  tx: Queryable | SqlExecutor,
+  events: EventInput[],
+  options: EnqueueOptions,
+): Promise<Envelope[]> {
+  const executor = sqlExecutor(tx);
   const envelopes: Envelope[] = [];
   const rows: OutboxInsertRow[] = [];
   for (const input of events) {
@@ -100,12 +109,16 @@ export async function enqueueMany(tx: Queryable, events: EventInput[], options: 
       replaces_event_id: input.replaces_event_id ?? null,
     });
   }
-  markDirty(tx, await insertOutboxRows(tx, rows));
+  markDirty(executor.transaction, await insertOutboxRows(executor, rows));
   return envelopes;
 }
 
 /** One event; see enqueueMany. */
-export async function enqueue(tx: Queryable, event: EventInput, options: EnqueueOptions): Promise<Envelope> {
+export async function enqueue(
+  tx: Queryable | SqlExecutor,
+  event: EventInput,
+  options: EnqueueOptions,
+): Promise<Envelope> {
   const [envelope] = await enqueueMany(tx, [event], options);
   return envelope!;
 }

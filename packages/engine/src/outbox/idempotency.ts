@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Tx } from '../db/connect.ts';
+import { sqlExecutor } from '../db/sql-executor.ts';
+import type { SqlExecutor } from '../ports/sql-executor.ts';
 import { IdempotencyConflictError } from '../errors.ts';
 import { claimIdempotencyKey, readIdempotencyKey, storeIdempotencyResult } from '../queries/idempotency.ts';
 
@@ -26,16 +28,28 @@ export async function idempotent<T>(
   tx: Tx,
   command: IdempotentCommand,
   fn: (tx: Tx) => Promise<T>,
+): Promise<IdempotentResult<T>>;
+/** The same through a client's adapter: `fn` gets the client's own transaction handle back. */
+export async function idempotent<T, H>(
+  tx: SqlExecutor<H>,
+  command: IdempotentCommand,
+  fn: (tx: H) => Promise<T>,
+): Promise<IdempotentResult<T>>;
+export async function idempotent<T>(
+  tx: Tx | SqlExecutor,
+  command: IdempotentCommand,
+  fn: (tx: never) => Promise<T>,
 ): Promise<IdempotentResult<T>> {
+  const executor = sqlExecutor(tx);
   const hash = requestHash(command.request);
-  const claimed = await claimIdempotencyKey(tx, command.scope, command.key, hash);
+  const claimed = await claimIdempotencyKey(executor, command.scope, command.key, hash);
   if (!claimed) {
-    const stored = await readIdempotencyKey(tx, command.scope, command.key);
+    const stored = await readIdempotencyKey(executor, command.scope, command.key);
     if (!stored || stored.request_hash !== hash) throw new IdempotencyConflictError(command.scope, command.key);
     return { result: stored.result as T, repeated: true };
   }
-  const result = await fn(tx);
-  await storeIdempotencyResult(tx, command.scope, command.key, result);
+  const result = await fn(executor.handle as never);
+  await storeIdempotencyResult(executor, command.scope, command.key, result);
   return { result, repeated: false };
 }
 

@@ -1,3 +1,4 @@
+import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { Queryable } from '../db/connect.ts';
 import type { HistoryEntry } from '../saga/state.ts';
 
@@ -6,19 +7,28 @@ import type { HistoryEntry } from '../saga/state.ts';
  * Locks: none beyond the new rows (the caller holds the saga row).
  */
 export async function insertSagaHistory(
-  sql: Queryable,
+  tx: SqlExecutor,
   sagaId: string,
   version: number,
   entries: HistoryEntry[],
   actor = 'postbox',
 ): Promise<void> {
   if (entries.length === 0) return;
-  await sql`
-    INSERT INTO saga_history (saga_id, version, from_status, to_status, step, direction, cause, actor)
-    SELECT ${sagaId}, ${version}, f, t, s, d, c, ${actor}
-    FROM unnest(${entries.map((e) => e.from)}::text[], ${entries.map((e) => e.to)}::text[],
-                ${entries.map((e) => e.step)}::text[], ${entries.map((e) => e.direction)}::text[],
-                ${entries.map((e) => e.cause)}::text[]) AS u(f, t, s, d, c)`;
+  await tx.query(
+    `INSERT INTO saga_history (saga_id, version, from_status, to_status, step, direction, cause, actor)
+     SELECT $1::uuid, $2::text::int8, f, t, s, d, c, $3::text
+     FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS u(f, t, s, d, c)`,
+    [
+      sagaId,
+      String(version),
+      actor,
+      entries.map((e) => e.from),
+      entries.map((e) => e.to),
+      entries.map((e) => e.step),
+      entries.map((e) => e.direction),
+      entries.map((e) => e.cause),
+    ],
+  );
 }
 
 export interface SagaHistoryRow {

@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
+import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { AttentionReason, Direction, SagaState, SagaStatus, StepStatus } from '../saga/state.ts';
 
 interface SagaRow {
@@ -28,16 +29,49 @@ const SELECT = `saga_id, saga_type, definition_version, business_key, status, st
  * Parameters: the initial state. Returns: true when inserted. Locks: the new row (the unique index serialises
  * two starts of one key: the second waits for the first's commit, then finds it).
  */
-export async function insertSaga(sql: Queryable, s: SagaState): Promise<boolean> {
-  const rows = await sql`
-    INSERT INTO saga_instance (saga_id, saga_type, definition_version, business_key, status, step, direction, attempt,
-                               version, data, steps, sends, pivot_passed, attention_reason, due_at, deadline_at)
-    VALUES (${s.id}, ${s.type}, ${s.definitionVersion}, ${s.businessKey}, ${s.status}, ${s.step}, ${s.direction},
-            ${s.attempt}, ${s.version}, ${sql.json(s.data as never)}, ${s.steps}::text[], ${s.sends}::int[], ${s.pivotPassed},
-            ${s.attentionReason}, ${toDate(s.dueAt)}, ${toDate(s.deadlineAt)})
-    ON CONFLICT (saga_type, business_key) DO NOTHING
-    RETURNING saga_id`;
+export async function insertSaga(tx: SqlExecutor, s: SagaState): Promise<boolean> {
+  // Through the caller's client (sagas start in the business transaction): every parameter cast in the text.
+  const rows = await tx.query(
+    `INSERT INTO saga_instance (saga_id, saga_type, definition_version, business_key, status, step, direction,
+                                attempt, version, data, steps, sends, pivot_passed, attention_reason, due_at, deadline_at)
+     VALUES ($1::uuid, $2::text, $3::int4, $4::text, $5::text, $6::int4, $7::text, $8::int4, $9::text::int8,
+             $10::text::jsonb, $11::text[], $12::int4[], $13::bool, $14::text, $15::text::timestamptz,
+             $16::text::timestamptz)
+     ON CONFLICT (saga_type, business_key) DO NOTHING
+     RETURNING saga_id::text AS saga_id`,
+    [
+      s.id,
+      s.type,
+      s.definitionVersion,
+      s.businessKey,
+      s.status,
+      s.step,
+      s.direction,
+      s.attempt,
+      String(s.version),
+      JSON.stringify(s.data ?? null),
+      s.steps,
+      s.sends,
+      s.pivotPassed,
+      s.attentionReason,
+      toIso(s.dueAt),
+      toIso(s.deadlineAt),
+    ],
+  );
   return rows.length === 1;
+}
+
+/** The id of the saga of a type with a business key, through the caller's client. Locks: none. */
+export async function sagaIdByBusinessKey(
+  tx: SqlExecutor,
+  type: string,
+  businessKey: string,
+): Promise<string | undefined> {
+  const [row] = await tx.query<{ saga_id: string }>(
+    'SELECT saga_id::text AS saga_id FROM saga_instance WHERE saga_type = $1::text AND business_key = $2::text',
+    [type, businessKey],
+  );
+  return row?.saga_id;
 }
 
 /** The saga of a type with a business key. Parameters: type, key. Returns: its state or undefined. Locks: none. */
@@ -129,6 +163,10 @@ function toState(r: SagaRow): SagaState {
     dueAt: r.due_at ? r.due_at.getTime() : null,
     deadlineAt: r.deadline_at ? r.deadline_at.getTime() : null,
   };
+}
+
+function toIso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
 }
 
 function toDate(ms: number | null): Date | null {

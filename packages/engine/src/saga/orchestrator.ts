@@ -7,7 +7,9 @@ import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
 import { insertSagaHistory } from '../queries/saga-history.ts';
 import { registerDefinitions, unfinishedVersions } from '../queries/saga-definition.ts';
 import type { Sql } from '../db/connect.ts';
-import { insertSaga, lockSaga, sagaByBusinessKey, saveSaga } from '../queries/saga-instance.ts';
+import { insertSaga, lockSaga, sagaIdByBusinessKey, saveSaga } from '../queries/saga-instance.ts';
+import { sqlExecutor } from '../db/sql-executor.ts';
+import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { SagaDefinition } from './definition.ts';
 import { nextState, startState } from './machine.ts';
 import { allowedActions, operatorTransition, type SagaAction, type SagaActionKind } from './operator-actions.ts';
@@ -101,11 +103,12 @@ export class SagaOrchestrator {
   }
 
   /**
-   * Starts a saga inside the caller's transaction; a second start with the same business key returns the first
+   * Starts a saga inside the caller's transaction (postgres.js's tx, or any client through its adapter, as enqueue);
+   * a second start with the same business key returns the first
    * saga (created: false) and sends nothing.
    */
   async start<D>(
-    tx: Queryable,
+    tx: Queryable | SqlExecutor,
     definition: SagaDefinition<D>,
     input: { businessKey: string; data: D; now?: number },
   ): Promise<{ sagaId: string; created: boolean }> {
@@ -120,11 +123,12 @@ export class SagaOrchestrator {
         now: input.now ?? Date.now(),
       }),
     );
-    if (!(await insertSaga(tx, t.state))) {
-      const first = await sagaByBusinessKey(tx, definition.type, input.businessKey);
-      return { sagaId: first!.id, created: false };
+    const executor = sqlExecutor(tx);
+    if (!(await insertSaga(executor, t.state))) {
+      const first = await sagaIdByBusinessKey(executor, definition.type, input.businessKey);
+      return { sagaId: first!, created: false };
     }
-    await this.#write(tx, definition, t);
+    await this.#write(executor, definition, t);
     return { sagaId: t.state.id, created: true };
   }
 
@@ -234,10 +238,10 @@ export class SagaOrchestrator {
     if (!(await saveSaga(tx, t.state, previous.version))) {
       throw new ConfigError(`saga ${previous.id} moved past version ${previous.version} during its transition`);
     }
-    await this.#write(tx, definition, t, actor);
+    await this.#write(sqlExecutor(tx), definition, t, actor);
   }
 
-  async #write(tx: Queryable, definition: AnyDefinition, t: Transition<unknown>, actor = 'postbox'): Promise<void> {
+  async #write(tx: SqlExecutor, definition: AnyDefinition, t: Transition<unknown>, actor = 'postbox'): Promise<void> {
     await insertSagaHistory(tx, t.state.id, t.state.version, t.history, actor);
     if (t.send) await send(tx, definition, t.state, t.send);
   }
@@ -255,7 +259,7 @@ function counted<D>(t: Transition<D>): Transition<D> {
  * A command into the outbox, on the step's own aggregate (`saga:<id>:<step>`, one topic, so its participant sees
  * versions 1, 2, 3 in order), at the step's send count: one transition can never send twice.
  */
-async function send(tx: Queryable, definition: AnyDefinition, state: SagaState, out: Outgoing): Promise<void> {
+async function send(tx: SqlExecutor, definition: AnyDefinition, state: SagaState, out: Outgoing): Promise<void> {
   await enqueue(
     tx,
     {

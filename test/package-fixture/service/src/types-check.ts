@@ -12,6 +12,9 @@ import { Reconciler } from '@postbox/engine/reconcile';
 import { parseNatsServers } from '@postbox/engine/nats';
 import { queueName } from '@postbox/engine/rabbitmq';
 import { resolveRetentionPolicy } from '@postbox/engine/retention';
+import { pgExecutor } from '@postbox/engine/pg';
+import { prismaExecutor } from '@postbox/engine/prisma';
+import { typeormExecutor } from '@postbox/engine/typeorm';
 import { createConsumePool, startConsumer } from '@postbox/workers';
 import { readConfig, startControlPlane } from '@postbox/api';
 import { migrateDemo } from '@postbox/api/demo';
@@ -20,6 +23,9 @@ import { demoOrderSource } from '@postbox/api/demo/reconcile';
 export const entryPoints = [
   defineConsumer, migrate, siblingModule, Relay, parseBrokers, outboxBacklog, verify, readMigrations,
   BullmqRetryScheduler, participant, Reconciler, parseNatsServers, queueName, resolveRetentionPolicy,
+  pgExecutor,
+  prismaExecutor,
+  typeormExecutor,
   createConsumePool, startConsumer, readConfig, startControlPlane, migrateDemo, demoOrderSource,
 ];
 
