@@ -13,6 +13,7 @@ export const SCENARIOS = [
   'saga',
   'reconcile',
   'retention',
+  'clients',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -77,6 +78,7 @@ scenarios:
   backlog   a 2M (quick: 1M; --backlog 10000000 for 10M) backlog: resident memory of every role over time, claim rate at start and end
   saga      three-step sagas (participants and the reply consumer on real Kafka) per second beside the e2e
             events/s of the same run (6 events per saga), then start → completed p50/p99 at half that rate
+  clients   enqueue through each database client's adapter (pg, Drizzle, Kysely, Prisma, TypeORM) beside postgres.js
   reconcile every reconciliation check over 1M (quick: 100k) demo orders with 100 broken per check: time, rate,
             peak memory, findings = breakages
   retention 60 days of traffic kept (daily partitions), then 30 simulated days pruned by daily retention runs

@@ -11,6 +11,7 @@ import type { Step } from './context.ts';
 import { SCENARIOS, type BenchOptions, type ScenarioName } from './options.ts';
 import { pgTransactionalOutboxPeer } from './peers/pg-transactional-outbox.ts';
 import { backlogScenario } from './scenarios/backlog.ts';
+import { clientsScenario } from './scenarios/clients.ts';
 import { consumerScenario } from './scenarios/consumer.ts';
 import { drainScenario } from './scenarios/drain.ts';
 import { e2eScenario } from './scenarios/e2e.ts';
@@ -47,6 +48,7 @@ const SCENARIO_STEPS: Record<ScenarioName, Step> = {
   saga: sagaScenario,
   reconcile: reconcileScenario,
   retention: retentionScenario,
+  clients: clientsScenario,
 };
 
 /** What each scenario's ratios are taken against, and the scenarios it needs first. */
@@ -67,6 +69,7 @@ const NEEDS: Record<ScenarioName, { baselines: BaselineName[]; scenarios: Scenar
   saga: { baselines: ['producer'], scenarios: ['e2e'] },
   reconcile: { baselines: [], scenarios: [] },
   retention: { baselines: [], scenarios: [] },
+  clients: { baselines: [], scenarios: [] },
 };
 
 export interface PlannedStep {

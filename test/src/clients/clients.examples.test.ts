@@ -139,4 +139,9 @@ test('docs/database-clients.md quotes each example above verbatim', async () => 
     assert.ok(block, `the docs have no block for the ${name} example`);
     assert.equal(block[1], body, `the docs' ${name} example differs from the one run here`);
   }
+  // The consumer handlers are quoted whole, from the files clients.consume.test.ts runs.
+  const files = [...doc.matchAll(/<!-- file: ([^ ]+) -->\n```ts\n([\s\S]*?)```/g)];
+  assert.equal(files.length, 3);
+  for (const [, file, quoted] of files)
+    assert.equal(quoted, await readFile(new URL(`../../../${file}`, import.meta.url), 'utf8'), `${file} as quoted`);
 });

@@ -1,0 +1,136 @@
+// Consumer handlers written with node-postgres, Drizzle and Kysely: each gets a handle bound to Postbox's own
+// transaction (pgClient, drizzleFor, kyselyFor), so its writes and the inbox row commit together. Every event is
+// delivered twice (the topic holds each record twice): each is applied once, and what the handle wrote reads back
+// as the client would write it (jsonb an object, not a JSON string; arrays as arrays).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { and, eq } from 'drizzle-orm';
+import { ConfigError, newEventId } from '@postbox/engine';
+import { drizzleFor } from '@postbox/engine/drizzle';
+import { kyselyFor } from '@postbox/engine/kysely';
+import { pgClient } from '@postbox/engine/pg';
+import type { Consumer } from '@postbox/engine/runtime';
+import { ceRecord, produce, startTestConsumer, type RawRecord } from '../support/consumer.ts';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { createTopic, uniqueTopic } from '../support/kafka.ts';
+import { waitFor } from '../support/processes.ts';
+import { clientProjection } from './fixtures/drizzle-schema.ts';
+import type { ProjectionDatabase } from './fixtures/kysely-projection.handler.ts';
+import type { ProjectionData } from './fixtures/projection-data.ts';
+
+const EVENTS = 20;
+const CLIENTS = ['pg', 'drizzle', 'kysely'] as const;
+
+let db: TestDatabase;
+const consumers: Consumer[] = [];
+
+before(async () => {
+  db = await freshDatabase('clientsconsume');
+  await db.sql`CREATE TABLE client_projection (client text NOT NULL, order_id text NOT NULL, amount integer NOT NULL,
+    tags text[] NOT NULL, doc jsonb NOT NULL, applied integer NOT NULL DEFAULT 1, PRIMARY KEY (client, order_id))`;
+});
+
+after(async () => {
+  for (const c of consumers) await c.stop();
+  await db?.drop();
+});
+
+function data(i: number): ProjectionData {
+  return { orderId: `order-${i}`, amount: i * 10, tags: ['a', `t"${i}`], doc: { note: `ü ${i}`, items: [i, i + 1] } };
+}
+
+for (const client of CLIENTS) {
+  test(`a handler written with ${client} applies each event once under redelivery, in Postbox's transaction`, async () => {
+    const topic = uniqueTopic(`consume-${client}`);
+    await createTopic(topic, 1);
+    const records: RawRecord[] = Array.from({ length: EVENTS }, (_, i) =>
+      ceRecord({ aggregate_id: `order-${i}`, version: 1, event_id: newEventId(), data: data(i) }),
+    );
+    // Every record twice: the second delivery of each must be absorbed by the inbox.
+    await produce(topic, [...records, ...records]);
+    const name = `clients-${client}`;
+    consumers.push(
+      await startTestConsumer(db.url, {
+        name,
+        topics: [topic],
+        handler: new URL(`./fixtures/${client}-projection.handler.ts`, import.meta.url),
+        limits: { threads: 1 },
+      }),
+    );
+    await waitFor(
+      `${EVENTS} events of ${client} in the inbox`,
+      async () => {
+        const [row] = await db.sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM message_inbox WHERE consumer_name = ${name}`;
+        return row!.n >= EVENTS;
+      },
+      60_000,
+    );
+    // The duplicates come after the originals on the one partition: once the group has read past them, it is done.
+    await waitFor(`the ${client} consumer to reach the end`, async () => {
+      const [row] = await db.sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM client_projection WHERE client = ${client}`;
+      const stats = consumers.at(-1)!.stats();
+      return row!.n === EVENTS && stats.applied + stats.duplicates >= 2 * EVENTS;
+    });
+    const rows = await db.sql<
+      { order_id: string; amount: number; tags: string[]; doc_type: string; doc: unknown; applied: number }[]
+    >`
+      SELECT order_id, amount, tags, jsonb_typeof(doc) AS doc_type, doc, applied
+      FROM client_projection WHERE client = ${client} ORDER BY amount`;
+    assert.equal(rows.length, EVENTS);
+    rows.forEach((r, i) => {
+      const d = data(i);
+      assert.deepEqual(
+        { order_id: r.order_id, amount: r.amount, tags: r.tags, doc_type: r.doc_type, doc: r.doc, applied: r.applied },
+        { order_id: d.orderId, amount: d.amount, tags: d.tags, doc_type: 'object', doc: d.doc, applied: 1 },
+        `${client} row ${i}`,
+      );
+    });
+  });
+}
+
+test('each handle reads back as its client would: numbers, arrays and jsonb parsed', async () => {
+  await db.sql.begin(async (tx) => {
+    const { rows } = await pgClient(tx).query<{ amount: number; tags: string[]; doc: unknown }>(
+      `SELECT amount, tags, doc FROM client_projection WHERE client = 'pg' AND order_id = $1`,
+      ['order-3'],
+    );
+    assert.deepEqual(rows, [{ amount: 30, tags: data(3).tags, doc: data(3).doc }]);
+    const [drizzled] = await drizzleFor(tx)
+      .select({ amount: clientProjection.amount, tags: clientProjection.tags, doc: clientProjection.doc })
+      .from(clientProjection)
+      .where(sqlEq(clientProjection, 'drizzle', 'order-3'));
+    assert.deepEqual(drizzled, { amount: 30, tags: data(3).tags, doc: data(3).doc });
+    const kyselied = await kyselyFor<ProjectionDatabase>(tx)
+      .selectFrom('client_projection')
+      .select(['amount', 'tags', 'doc'])
+      .where('client', '=', 'kysely')
+      .where('order_id', '=', 'order-3')
+      .execute();
+    assert.deepEqual(kyselied, [{ amount: 30, tags: data(3).tags, doc: data(3).doc }]);
+  });
+});
+
+test('a handle refuses to end or start Postbox’s transaction; a savepoint is allowed', async () => {
+  await db.sql.begin(async (tx) => {
+    const client = pgClient(tx);
+    for (const statement of ['BEGIN', 'commit', '  ROLLBACK', 'END', 'start transaction'])
+      await assert.rejects(
+        client.query(statement),
+        (e) => e instanceof ConfigError && /not allowed here/.test(e.message),
+      );
+    await client.query('SAVEPOINT mine');
+    await client.query('ROLLBACK TO SAVEPOINT mine');
+    await assert.rejects(
+      kyselyFor<ProjectionDatabase>(tx)
+        .transaction()
+        .execute(async () => {}),
+      (e) => e instanceof ConfigError,
+    );
+  });
+});
+
+function sqlEq(table: typeof clientProjection, client: string, orderId: string) {
+  return and(eq(table.client, client), eq(table.orderId, orderId));
+}
