@@ -14,6 +14,8 @@ export {
   type ConsumerInput,
   type ConsumerLimits,
   type RetryInput,
+  HANDLER_CLIENTS,
+  type HandlerClient,
 } from './consumer/definition.ts';
 export type { BatchHandler, BatchItem, Handler, HandlerContext } from './consumer/handler.ts';
 export { siblingModule } from './consumer/sibling-module.ts';

@@ -12,7 +12,7 @@ const data = workerData as ConsumeWorkerData;
 async function open() {
   await startThreadTelemetry(data.telemetry, process.env);
   const { definition } = data;
-  const { handler, batch } = await loadHandlerModule(definition.handler);
+  const { handler, batch } = await loadHandlerModule(definition.handler, definition.db);
   const sql = consumerSql(definition, data.databaseUrl);
   // A handler that enqueues (a saga participant, a chained event) gets its rows announced after the commit.
   const waker = createWaker(sql);

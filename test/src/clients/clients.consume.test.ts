@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { and, eq } from 'drizzle-orm';
-import { ConfigError, newEventId } from '@postbox/engine';
+import { ConfigError, defineConsumer, newEventId } from '@postbox/engine';
 import { drizzleFor } from '@postbox/engine/drizzle';
 import { kyselyFor } from '@postbox/engine/kysely';
 import { pgClient } from '@postbox/engine/pg';
@@ -19,7 +19,13 @@ import type { ProjectionDatabase } from './fixtures/kysely-projection.handler.ts
 import type { ProjectionData } from './fixtures/projection-data.ts';
 
 const EVENTS = 20;
-const CLIENTS = ['pg', 'drizzle', 'kysely'] as const;
+/** The handler fixture each case runs, and the `db` its consumer declares ('declared': a Kysely handle passed in). */
+const CLIENTS = [
+  { client: 'pg', handler: 'pg-projection', db: undefined },
+  { client: 'drizzle', handler: 'drizzle-projection', db: undefined },
+  { client: 'kysely', handler: 'kysely-projection', db: undefined },
+  { client: 'declared', handler: 'declared-kysely', db: 'kysely' },
+] as const;
 
 let db: TestDatabase;
 const consumers: Consumer[] = [];
@@ -39,8 +45,8 @@ function data(i: number): ProjectionData {
   return { orderId: `order-${i}`, amount: i * 10, tags: ['a', `t"${i}`], doc: { note: `ü ${i}`, items: [i, i + 1] } };
 }
 
-for (const client of CLIENTS) {
-  test(`a handler written with ${client} applies each event once under redelivery, in Postbox's transaction`, async () => {
+for (const { client, handler, db: declared } of CLIENTS) {
+  test(`a handler written with ${client === 'declared' ? "db: 'kysely' declared" : client} applies each event once under redelivery, in Postbox's transaction`, async () => {
     const topic = uniqueTopic(`consume-${client}`);
     await createTopic(topic, 1);
     const records: RawRecord[] = Array.from({ length: EVENTS }, (_, i) =>
@@ -53,8 +59,9 @@ for (const client of CLIENTS) {
       await startTestConsumer(db.url, {
         name,
         topics: [topic],
-        handler: new URL(`./fixtures/${client}-projection.handler.ts`, import.meta.url),
+        handler: new URL(`./fixtures/${handler}.handler.ts`, import.meta.url),
         limits: { threads: 1 },
+        ...(declared ? { db: declared } : {}),
       }),
     );
     await waitFor(
@@ -110,6 +117,14 @@ test('each handle reads back as its client would: numbers, arrays and jsonb pars
       .execute();
     assert.deepEqual(kyselied, [{ amount: 30, tags: data(3).tags, doc: data(3).doc }]);
   });
+});
+
+test('a consumer declaring a client Postbox has no handle for is refused by name', () => {
+  assert.throws(
+    () => defineConsumer({ name: 'c', topics: ['t'], handler: new URL('file:///h.js'), db: 'prisma' as never }),
+    (e) =>
+      e instanceof ConfigError && /db must be one of postgres\.js, pg, drizzle, kysely, got "prisma"/.test(e.message),
+  );
 });
 
 test('a handle refuses to end or start Postbox’s transaction; a savepoint is allowed', async () => {

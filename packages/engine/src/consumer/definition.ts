@@ -45,12 +45,22 @@ export interface ConsumerLimits {
   handlerTimeoutMs: number;
 }
 
+/** The clients a handler may write with (see ConsumerInput.db). */
+export const HANDLER_CLIENTS = ['postgres.js', 'pg', 'drizzle', 'kysely'] as const;
+export type HandlerClient = (typeof HANDLER_CLIENTS)[number];
+
 export interface ConsumerInput {
   /** Unique per consumer; keys the inbox, the version gate and the failure store. */
   name: string;
   topics: string[];
   /** Absolute path or file URL of the handler module (default export: the handler). */
   handler: string | URL;
+  /**
+   * The client the handler writes with: its second argument is then that client's handle bound to Postbox's
+   * transaction instead of postgres.js's `tx` (pg: a pg-shaped client; drizzle: a node-postgres Drizzle database;
+   * kysely: a Kysely instance). @defaultValue 'postgres.js'
+   */
+  db?: HandlerClient;
   /** @defaultValue `postbox.<name>` */
   groupId?: string;
   /** @defaultValue 'strict' */
@@ -92,6 +102,7 @@ export interface ConsumerDefinition {
   topics: string[];
   /** file: URL */
   handler: string;
+  db: HandlerClient;
   groupId: string;
   firstVersion: FirstVersionPolicy;
   schemaVersions: Record<string, number[]>;
@@ -181,6 +192,9 @@ export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
     );
   }
   const retry = retryBudget(input.retry ?? {}, where);
+  const db = input.db ?? 'postgres.js';
+  if (!(HANDLER_CLIENTS as readonly string[]).includes(db))
+    throw new ConfigError(`${where}: db must be one of ${HANDLER_CLIENTS.join(', ')}, got ${JSON.stringify(input.db)}`);
   const groupId = input.groupId ?? `postbox.${input.name}`;
   if (typeof groupId !== 'string' || groupId.length === 0)
     throw new ConfigError(`${where}: groupId must be a non-empty string`);
@@ -188,6 +202,7 @@ export function defineConsumer(input: ConsumerInput): ConsumerDefinition {
     name: input.name,
     topics: [...input.topics],
     handler,
+    db,
     groupId,
     firstVersion,
     schemaVersions: structuredClone(schemaVersions),

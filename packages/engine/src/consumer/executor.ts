@@ -22,7 +22,7 @@ export function inlineConsumeExecutor(
 ): ConsumeExecutor {
   const sql = consumerSql(definition, databaseUrl);
   const waker = createWaker(sql);
-  const handlers = loadHandlerModule(definition.handler);
+  const handlers = loadHandlerModule(definition.handler, definition.db);
   let closed: Promise<void> | null = null;
   return {
     concurrency: 1,

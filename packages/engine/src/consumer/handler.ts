@@ -1,6 +1,7 @@
 import type { Tx } from '../db/connect.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import { ConfigError } from '../errors.ts';
+import type { HandlerClient } from './definition.ts';
 
 export interface HandlerContext {
   consumer: string;
@@ -47,7 +48,30 @@ export async function loadHandler(url: string): Promise<Handler> {
  * Loads a handler module: a default export (per event), a `handleBatch` export (per task), or both. A module
  * with only `handleBatch` handles a single event as a batch of one.
  */
-export async function loadHandlerModule(url: string): Promise<HandlerModule> {
+export async function loadHandlerModule(url: string, db: HandlerClient = 'postgres.js'): Promise<HandlerModule> {
+  const loaded = await loadModule(url);
+  if (db === 'postgres.js') return loaded;
+  // The handler writes with another client: its `tx` argument becomes that client's handle on the same transaction.
+  const bind = await handleBinder(db);
+  return {
+    handler: (event, tx, context) => loaded.handler(event, bind(tx), context),
+    batch: loaded.batch && ((items, tx) => loaded.batch!(items, bind(tx))),
+  };
+}
+
+/** The function making a client's handle of a transaction; the client's adapter is loaded only when declared. */
+async function handleBinder(db: Exclude<HandlerClient, 'postgres.js'>): Promise<(tx: Tx) => Tx> {
+  switch (db) {
+    case 'pg':
+      return (await import('../adapters/sql/pg-client.ts')).pgClient as never;
+    case 'drizzle':
+      return (await import('../adapters/sql/drizzle-handle.ts')).drizzleFor as never;
+    case 'kysely':
+      return (await import('../adapters/sql/kysely-handle.ts')).kyselyFor as never;
+  }
+}
+
+async function loadModule(url: string): Promise<HandlerModule> {
   let module: { default?: unknown; handleBatch?: unknown };
   try {
     module = (await import(url)) as { default?: unknown; handleBatch?: unknown };
