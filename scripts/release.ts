@@ -36,12 +36,20 @@ for (const script of ['build', 'typecheck', 'lint', ...(tested ? ['test'] : [])]
 
 const destination = path.join(ROOT, 'release', version);
 await mkdir(destination, { recursive: true });
-const packed = JSON.parse(
-  execFileSync('npm', ['pack', '--json', ...PUBLISHED.flatMap((p) => ['-w', p]), '--pack-destination', destination], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  }),
-) as Array<{ name: string; filename: string; size: number; unpackedSize: number; shasum: string; integrity: string }>;
+const packOutput = execFileSync(
+  'npm',
+  ['pack', '--json', ...PUBLISHED.flatMap((p) => ['-w', p]), '--pack-destination', destination],
+  { cwd: ROOT, encoding: 'utf8' },
+);
+// Lifecycle scripts may print before the JSON: it starts at the first '['.
+const packed = JSON.parse(packOutput.slice(packOutput.indexOf('['))) as Array<{
+  name: string;
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  shasum: string;
+  integrity: string;
+}>;
 const record = packed.map(({ name, filename, size, unpackedSize, shasum, integrity }) => ({
   name,
   filename,

@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { and, eq } from 'drizzle-orm';
-import { ConfigError, defineConsumer, newEventId } from '@postbox/engine';
-import { drizzleFor } from '@postbox/engine/drizzle';
-import { kyselyFor } from '@postbox/engine/kysely';
-import { pgClient } from '@postbox/engine/pg';
+import { ConfigError, defineConsumer, enqueue, newEventId } from '@postbox/engine';
+import { drizzleExecutor } from '@postbox/engine/drizzle';
+import { drizzleFor } from '@postbox/engine/drizzle/node-postgres';
+import { kyselyExecutor, kyselyFor } from '@postbox/engine/kysely';
+import { pgClient, pgExecutor } from '@postbox/engine/pg';
 import type { Consumer } from '@postbox/engine/runtime';
 import { ceRecord, produce, startTestConsumer, type RawRecord } from '../support/consumer.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
@@ -135,8 +136,18 @@ test('a handle refuses to end or start Postbox’s transaction; a savepoint is a
         client.query(statement),
         (e) => e instanceof ConfigError && /not allowed here/.test(e.message),
       );
+    // Hidden behind a comment, or behind a first statement (PostgreSQL refuses two statements in one call).
+    await assert.rejects(client.query('/* svc */ COMMIT'), (e) => e instanceof ConfigError);
+    await assert.rejects(client.query('-- svc\nROLLBACK'), (e) => e instanceof ConfigError);
+    // (In a savepoint: the refusal is PostgreSQL's error, which would abort the transaction.)
+    await assert.rejects(
+      tx.savepoint((sp) => pgClient(sp).query('SELECT 1; COMMIT')),
+      /cannot insert multiple commands/,
+    );
     await client.query('SAVEPOINT mine');
     await client.query('ROLLBACK TO SAVEPOINT mine');
+    await client.query('SAVEPOINT mine');
+    await client.query('ROLLBACK WORK TO SAVEPOINT mine');
     await assert.rejects(
       kyselyFor<ProjectionDatabase>(tx)
         .transaction()
@@ -144,6 +155,26 @@ test('a handle refuses to end or start Postbox’s transaction; a savepoint is a
       (e) => e instanceof ConfigError,
     );
   });
+});
+
+test('an event written through a handler’s handle joins Postbox’s transaction, as its tx would', async () => {
+  await db.sql.begin(async (tx) => {
+    const event = (id: string) => ({ event_type: 'Shipped', aggregate_id: id, aggregate_version: 1, data: {} });
+    const handles = [
+      pgExecutor(pgClient(tx)),
+      kyselyExecutor(kyselyFor<ProjectionDatabase>(tx)),
+      drizzleExecutor(drizzleFor(tx)),
+    ];
+    for (const [i, executor] of handles.entries()) {
+      // The transaction it marks as written is the handler's own tx: the relays are nudged after its commit.
+      assert.equal(executor.transaction, tx);
+      await enqueue(executor, event(`bound-${i}`), { topic: 'clients.unused' });
+    }
+    await enqueue(kyselyFor<ProjectionDatabase>(tx) as never, event('bound-direct'), { topic: 'clients.unused' });
+  });
+  const [row] = await db.sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id LIKE 'bound-%'`;
+  assert.equal(row!.n, 4);
 });
 
 function sqlEq(table: typeof clientProjection, client: string, orderId: string) {

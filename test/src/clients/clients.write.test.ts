@@ -140,6 +140,41 @@ test('every client: a transaction rolled back by a thrown error or by the client
   }
 });
 
+test('node-postgres and postgres.js: a client before BEGIN, in a failed transaction, or reserved is refused too', async () => {
+  const refused = (e: unknown) => e instanceof NotInTransactionError && /nothing was written/.test(e.message);
+  const client = await pool.connect();
+  try {
+    await assert.rejects(enqueue(pgExecutor(client), event('pg-idle'), { topic: 'clients.unused' }), refused);
+    // An older pg (no getTransactionStatus) is asked with a SAVEPOINT, which PostgreSQL refuses outside BEGIN.
+    const own = client as unknown as { getTransactionStatus?: unknown };
+    const status = own.getTransactionStatus;
+    own.getTransactionStatus = undefined;
+    try {
+      await assert.rejects(enqueue(pgExecutor(client), event('pg-older'), { topic: 'clients.unused' }), refused);
+    } finally {
+      own.getTransactionStatus = status;
+    }
+    await client.query('BEGIN');
+    await client.query('SELECT 1/0').catch(() => {});
+    await assert.rejects(enqueue(pgExecutor(client), event('pg-failed'), { topic: 'clients.unused' }), refused);
+    await client.query('ROLLBACK');
+  } finally {
+    client.release();
+  }
+  const reserved = await db.sql.reserve();
+  try {
+    await assert.rejects(
+      async () => enqueue(reserved as unknown as Tx, event('pjs-reserved'), { topic: 'clients.unused' }),
+      refused,
+    );
+  } finally {
+    reserved.release();
+  }
+  const [row] = await db.sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id IN ('pg-idle', 'pg-older', 'pg-failed', 'pjs-reserved')`;
+  assert.equal(row!.n, 0);
+});
+
 test('every client: a handle outside a transaction is refused by name and nothing is written', async () => {
   for (const c of cases) {
     const outside = `${c.name}-outside`;
@@ -239,7 +274,9 @@ function postgresJsCase(): ClientCase {
     // postgres.js has no rollback call: a savepoint whose function rejects is rolled back, the transaction goes on.
     rollBack: async (write) => {
       await db.sql.begin(async (tx) => {
-        await tx.savepoint((sp) => write(sp, business(sp)).then(failing)).catch(() => {});
+        await tx
+          .savepoint((sp) => write(sp, business(sp)).then(() => Promise.reject(new RollBack())))
+          .catch((e: unknown) => assert.ok(e instanceof RollBack, String(e)));
       });
     },
     throwInside: (write) => db.sql.begin((tx) => write(tx, business(tx)).then(failing)).then(() => {}),

@@ -211,6 +211,15 @@ async function runService(node: string, version: string, t: { diagnostic(line: s
     t.diagnostic(said);
     assert.match(said, new RegExp(`^postbox \\d+\\.\\d+\\.\\d+ \\(node ${version.replaceAll('.', '\\.')}\\)$`));
     assert.match(run(postbox, ['migrate'], service, env), /applied 0001_/);
+    // Installed, nothing fills an unset link: the command names the variable. The role's own URL is enough.
+    const { DATABASE_URL: _owner, KAFKA_BROKERS: _brokers, ...unlinked } = env;
+    const missing = spawnSync(postbox, ['relay'], {
+      cwd: service,
+      env: { ...unlinked, DATABASE_URL_RELAY: url.toString() },
+      encoding: 'utf8',
+    });
+    assert.equal(missing.status, 1, missing.stdout + missing.stderr);
+    assert.match(missing.stderr, /KAFKA_BROKERS is not set: your Kafka brokers/);
     run(node, ['dist/migrate.js'], service, env);
     assert.match(run(node, ['dist/place-orders.js', String(ORDERS)], service, env), new RegExp(`placed ${ORDERS}`));
 

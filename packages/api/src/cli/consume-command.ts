@@ -5,7 +5,7 @@ import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logge
 import type { TopicSpec } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
 import { awaitTopics, partitionCounts, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
-import { linkEnv } from '../config/links.ts';
+import { linkEnv, requireLink } from '../config/links.ts';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
@@ -124,7 +124,12 @@ function sessionTimeout(config: PostboxConfig): { sessionTimeoutMs?: number } {
 
 /** The demo projection writes the demo's own tables, on the demo's topic (made by the tables' owner). */
 async function prepareDemo(config: PostboxConfig): Promise<void> {
-  const sql = connect({ url: config.ownerDatabaseUrl, max: 1, applicationName: 'postbox-demo-migrate' });
+  const owner = requireLink(
+    { DATABASE_URL: config.ownerDatabaseUrl },
+    'DATABASE_URL',
+    "the tables' owner, for the demo's migrations",
+  );
+  const sql = connect({ url: owner, max: 1, applicationName: 'postbox-demo-migrate' });
   try {
     await migrateDemo(sql);
   } finally {

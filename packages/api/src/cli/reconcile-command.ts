@@ -14,7 +14,7 @@ import {
   type StoredFinding,
 } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
-import { linkEnv, REDIS_NEED, requireLink } from '../config/links.ts';
+import { linkEnv, requireLink } from '../config/links.ts';
 import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
@@ -121,18 +121,16 @@ export async function buildReconciler(
     sources,
     participants,
     ...(sagas ? { sagas } : {}),
-    schedulerFor: (consumer) => {
-      let s = schedulers.get(consumer);
-      if (!s)
-        schedulers.set(
-          consumer,
-          (s = new BullmqRetryScheduler({
-            redisUrl: requireLink({ REDIS_URL: redisUrl }, 'REDIS_URL', REDIS_NEED),
-            consumer,
-          })),
-        );
-      return s;
-    },
+    // Without Redis there is no retry schedule to compare with: the retry-job-missing check says it is unavailable.
+    ...(redisUrl
+      ? {
+          schedulerFor: (consumer: string) => {
+            let s = schedulers.get(consumer);
+            if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl, consumer })));
+            return s;
+          },
+        }
+      : {}),
     waker: createWaker(sql),
     options: { graceMs: graceFromEnv(env.POSTBOX_RECONCILE_GRACE_MS ?? '') },
   });

@@ -20,7 +20,10 @@ import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 export interface PostboxConfig {
   /** The URL of the command's role (DATABASE_URL_RELAY, …), else DATABASE_URL. */
   databaseUrl: string;
-  /** DATABASE_URL: the tables' owner, for what needs ownership (the demo's migrations). */
+  /**
+   * DATABASE_URL: the tables' owner, for what needs ownership (the demo's migrations). Empty when unset: a command
+   * run with its role's URL only (DATABASE_URL_RELAY, …) does not need it.
+   */
   ownerDatabaseUrl: string;
   redisUrl: string;
   /** POSTBOX_BROKER: where the relay publishes (Kafka, or NATS JetStream at NATS_URL). */
@@ -114,7 +117,7 @@ export function readConfig(
   };
   return {
     databaseUrl: databaseUrlFor(overrides.role, links, env),
-    ownerDatabaseUrl: requireLink(links, 'DATABASE_URL', 'the URL of your PostgreSQL'),
+    ownerDatabaseUrl: links.DATABASE_URL,
     redisUrl: links.REDIS_URL,
     broker: brokerConnection(brokerKind(env), links, env),
     topics: parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12'),
@@ -259,13 +262,14 @@ function brokerConnection(kind: BrokerKind, links: LinkEnv, env: NodeJS.ProcessE
         kafka: kafkaConnection(requireLink(links, 'KAFKA_BROKERS', 'your Kafka brokers, host:port,…'), env),
       };
     case 'nats': {
+      const url = requireLink(links, 'NATS_URL', 'your NATS servers (POSTBOX_BROKER=nats)');
       // NATS_TLS_CA, or a tls:// server: TLS required (else only when the server asks for it).
       const tls = env.NATS_TLS_CA
         ? { ca: readCaFile(env.NATS_TLS_CA, 'NATS_TLS_CA') }
-        : requireLink(links, 'NATS_URL', 'your NATS servers (POSTBOX_BROKER=nats)').includes('tls://')
+        : url.includes('tls://')
           ? {}
           : undefined;
-      return { kind, nats: { servers: parseNatsServers(links.NATS_URL), ...(tls ? { tls } : {}) } };
+      return { kind, nats: { servers: parseNatsServers(url), ...(tls ? { tls } : {}) } };
     }
     case 'rabbitmq':
       return {

@@ -1,3 +1,4 @@
+import { boundTransaction } from '../adapters/sql/bound-transaction.ts';
 import { postgresJsExecutor } from '../adapters/sql/postgres-js.ts';
 import { NotInTransactionError } from '../errors.ts';
 import { isSqlExecutor, type SqlExecutor } from '../ports/sql-executor.ts';
@@ -13,6 +14,9 @@ export function sqlExecutor(tx: Queryable): SqlExecutor<Tx>;
 export function sqlExecutor(tx: Queryable | SqlExecutor): SqlExecutor;
 export function sqlExecutor(tx: Queryable | SqlExecutor): SqlExecutor {
   if (isSqlExecutor(tx)) return tx;
+  // A client handle made on a consumer handler's transaction (pgClient, kyselyFor, drizzleFor) writes in it.
+  const bound = boundTransaction(tx);
+  if (bound) return postgresJsExecutor(bound);
   if (typeof (tx as { savepoint?: unknown } | null)?.savepoint === 'function') return postgresJsExecutor(tx as Tx);
   throw new NotInTransactionError(
     clientName(tx),

@@ -1,5 +1,6 @@
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type { Tx } from '../../db/connect.ts';
+import { bindTransaction } from './bound-transaction.ts';
 import { pgClient } from './pg-client.ts';
 
 /**
@@ -11,5 +12,5 @@ export function drizzleFor<TSchema extends Record<string, unknown> = Record<stri
   tx: Tx,
   config: { schema?: TSchema } = {},
 ): NodePgDatabase<TSchema> {
-  return drizzle({ client: pgClient(tx) as never, ...config }) as NodePgDatabase<TSchema>;
+  return bindTransaction(drizzle({ client: pgClient(tx) as never, ...config }) as NodePgDatabase<TSchema>, tx);
 }

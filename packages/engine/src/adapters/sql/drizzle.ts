@@ -1,6 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { onTransaction } from './postgres-js.ts';
 
 const ENTITY_KIND = Symbol.for('drizzle:entityKind');
 
@@ -14,6 +16,9 @@ export interface DrizzleTransactionLike {
  * with an entity kind; a PgTransaction (NodePgTransaction, PostgresJsTransaction) is one, the database is not.
  */
 export function drizzleExecutor<T extends DrizzleTransactionLike>(tx: T): SqlExecutor<T> {
+  // drizzleFor(tx) (or db: 'drizzle') in a consumer handler: already in Postbox's transaction.
+  const bound = boundTransaction(tx);
+  if (bound) return onTransaction('drizzle', tx, bound);
   if (!isPgTransaction(tx))
     throw new NotInTransactionError('drizzle', 'pass the tx of db.transaction(async (tx) => …), not the database');
   return {

@@ -1,5 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import type { Tx } from '../../db/connect.ts';
+import { bindTransaction } from './bound-transaction.ts';
 import { pgClient } from './pg-client.ts';
 
 /**
@@ -9,8 +10,9 @@ import { pgClient } from './pg-client.ts';
  */
 export function kyselyFor<DB>(tx: Tx): Kysely<DB> {
   const client = pgClient(tx);
-  return new Kysely<DB>({
+  const db = new Kysely<DB>({
     // `options` would serve only to cancel a query from a second connection, which a handler cannot open here.
     dialect: new PostgresDialect({ pool: { connect: async () => client as never, end: async () => {}, options: {} } }),
   });
+  return bindTransaction(db, tx);
 }

@@ -1,6 +1,8 @@
 import { CompiledQuery, type QueryResult } from 'kysely';
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { onTransaction } from './postgres-js.ts';
 
 /**
  * A Kysely transaction (the `trx` of `db.transaction().execute(…)`, or of `startTransaction()`) as an executor.
@@ -13,6 +15,9 @@ export interface KyselyTransactionLike {
 }
 
 export function kyselyExecutor<T extends KyselyTransactionLike>(trx: T): SqlExecutor<T> {
+  // kyselyFor(tx) (or db: 'kysely') in a consumer handler: already in Postbox's transaction.
+  const bound = boundTransaction(trx);
+  if (bound) return onTransaction('kysely', trx, bound);
   if ((trx as { isTransaction?: unknown } | null)?.isTransaction !== true)
     throw new NotInTransactionError('kysely', 'pass the trx of db.transaction().execute(async (trx) => …)');
   return {

@@ -1,5 +1,6 @@
 import type postgres from 'postgres';
 import { ConfigError } from '../../errors.ts';
+import { bindTransaction } from './bound-transaction.ts';
 
 /** A query as node-postgres takes it: text and values, or a config object. */
 export interface PgQueryConfig {
@@ -27,9 +28,13 @@ export interface PgCompatibleClient {
   release(): void;
 }
 
-/** Statements that end or start a transaction: the handler's transaction is Postbox's, so they are refused. */
+/**
+ * Statements that end or start a transaction (after any leading comments): the handler's transaction is Postbox's,
+ * so they are refused. ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] is a savepoint's and allowed. One statement per
+ * call is enforced by PostgreSQL itself (the extended protocol), so nothing can hide behind a first statement.
+ */
 const TRANSACTION_CONTROL =
-  /^\s*(begin|start\s+transaction|commit|end|rollback(?!\s+to\b)|abort|prepare\s+transaction)\b/i;
+  /^\s*(?:(?:--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)\s*)*(begin|start\s+transaction|commit|end|rollback(?!\s+(?:(?:work|transaction)\s+)?to\b)|abort|prepare\s+transaction)\b/i;
 /** PostgreSQL's `unknown`: a parameter of this type is resolved as an untyped literal, as pg's text parameters are. */
 const UNKNOWN = 705;
 
@@ -40,15 +45,20 @@ const UNKNOWN = 705;
  * (or by the query's own `types`, exactly as pg would). BEGIN, COMMIT and ROLLBACK are refused (SAVEPOINT works).
  */
 export function pgClient(tx: postgres.TransactionSql): PgCompatibleClient {
+  return bindTransaction(client(tx), tx);
+}
+
+function client(tx: postgres.TransactionSql): PgCompatibleClient {
   return {
     async query<Row>(query: string | PgQueryConfig, values?: readonly unknown[]): Promise<PgQueryResult<Row>> {
       const config = typeof query === 'string' ? { text: query, values } : { ...query, values: query.values ?? values };
       if (TRANSACTION_CONTROL.test(config.text))
         throw new ConfigError(
-          `the handler runs in Postbox's transaction, which commits with the inbox row: "${config.text.trim().split(/\s+/)[0]}" is not allowed here (a SAVEPOINT is)`,
+          `the handler runs in Postbox's transaction, which commits with the inbox row: "${TRANSACTION_CONTROL.exec(config.text)![1]}" is not allowed here (a SAVEPOINT is)`,
         );
       const params = (config.values ?? []).map((v) => pgParam(tx, v));
-      const pending = tx.unsafe(config.text, params as never[]);
+      // simple: false even without parameters: the extended protocol, one statement only.
+      const pending = tx.unsafe(config.text, params as never[], { simple: false } as never);
       const result = config.types
         ? await pending.raw()
         : config.rowMode === 'array'

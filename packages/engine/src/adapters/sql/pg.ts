@@ -1,5 +1,7 @@
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { onTransaction } from './postgres-js.ts';
 
 /** What Postbox needs of a node-postgres client (`pg.PoolClient` or `pg.Client`): no import of pg itself. */
 export interface PgClientLike {
@@ -14,6 +16,9 @@ export interface PgClientLike {
  * which PostgreSQL refuses outside a transaction block (25P01) and in a failed one (25P02).
  */
 export function pgExecutor<C extends PgClientLike>(client: C): SqlExecutor<C> {
+  // pgClient(tx) in a consumer handler: already in Postbox's transaction.
+  const bound = boundTransaction(client);
+  if (bound) return onTransaction('pg', client, bound);
   if (client === null || typeof client !== 'object' || 'totalCount' in client)
     throw new NotInTransactionError('pg', 'pass the client of pool.connect() after BEGIN, not the Pool');
   let probe: Promise<void> | undefined;
