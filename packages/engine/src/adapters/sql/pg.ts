@@ -36,7 +36,15 @@ export function pgExecutor<C extends PgClientLike>(client: C): SqlExecutor<C> {
     transaction: client,
     async query<Row>(text: string, params: readonly SqlParam[]): Promise<Row[]> {
       await inTransaction();
-      return (await client.query(text, [...params])).rows as Row[];
+      try {
+        return (await client.query(text, [...params])).rows as Row[];
+      } catch (err) {
+        // pg learns of a failed transaction only with the ReadyForQuery after the error: a write right after a
+        // failed statement can pass the status check and meet PostgreSQL's refusal (25P02) instead.
+        if ((err as { code?: string }).code === '25P02')
+          throw new NotInTransactionError('pg', 'the client is in a failed transaction (ROLLBACK it)', { cause: err });
+        throw err;
+      }
     },
   };
 }
