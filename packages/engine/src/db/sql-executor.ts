@@ -17,13 +17,10 @@ export function sqlExecutor(tx: Queryable | SqlExecutor): SqlExecutor {
   // A client handle made on a consumer handler's transaction (pgClient, kyselyFor, drizzleFor) writes in it.
   const bound = boundTransaction(tx);
   if (bound) return postgresJsExecutor(bound);
-  if (typeof (tx as { savepoint?: unknown } | null)?.savepoint === 'function') return postgresJsExecutor(tx as Tx);
+  // postgres.js (a function): its executor takes a transaction and refuses the pool or a reserved connection.
+  if (typeof tx === 'function') return postgresJsExecutor(tx as Tx);
   throw new NotInTransactionError(
-    clientName(tx),
+    'the handle given',
     'pass the transaction your business change is written in (postgres.js: the tx of sql.begin; other clients: through their adapter, e.g. pgExecutor(client) from @postbox/engine/pg)',
   );
-}
-
-function clientName(tx: unknown): string {
-  return typeof tx === 'function' && 'begin' in (tx as object) ? 'postgres.js' : 'the handle given';
 }
