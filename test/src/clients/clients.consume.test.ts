@@ -1,5 +1,6 @@
-// Consumer handlers written with node-postgres, Drizzle and Kysely: each gets a handle bound to Postbox's own
-// transaction (pgClient, drizzleFor, kyselyFor), so its writes and the inbox row commit together. Every event is
+// Consumer handlers written with node-postgres, Drizzle, Kysely, Prisma and TypeORM: each gets a handle bound to
+// Postbox's own transaction (pgClient, drizzleFor, kyselyFor, prismaBinding, typeormFor; or the client declared on
+// the consumer), so its writes and the inbox row commit together. Every event is
 // delivered twice (the topic holds each record twice): each is applied once, and what the handle wrote reads back
 // as the client would write it (jsonb an object, not a JSON string; arrays as arrays).
 import assert from 'node:assert/strict';
@@ -10,14 +11,20 @@ import { drizzleExecutor } from '@postbox/engine/drizzle';
 import { drizzleFor } from '@postbox/engine/drizzle/node-postgres';
 import { kyselyExecutor, kyselyFor } from '@postbox/engine/kysely';
 import { pgClient, pgExecutor } from '@postbox/engine/pg';
-import type { Consumer } from '@postbox/engine/runtime';
+import { prismaExecutor } from '@postbox/engine/prisma';
+import { loadHandlerModule, type Consumer } from '@postbox/engine/runtime';
+import { typeormExecutor, typeormFor } from '@postbox/engine/typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { ceRecord, produce, startTestConsumer, type RawRecord } from '../support/consumer.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
 import { clientProjection } from './fixtures/drizzle-schema.ts';
 import type { ProjectionDatabase } from './fixtures/kysely-projection.handler.ts';
+import { prisma } from './fixtures/prisma-projection.handler.ts';
 import type { ProjectionData } from './fixtures/projection-data.ts';
+import { ClientProjection, projectionDataSource } from './fixtures/typeorm-entity.ts';
+import { generatedPrismaClient, type ExamplePrismaTx } from './prisma-client.ts';
 
 const EVENTS = 20;
 /** The handler fixture each case runs, and the `db` its consumer declares ('declared': a Kysely handle passed in). */
@@ -25,20 +32,36 @@ const CLIENTS = [
   { client: 'pg', handler: 'pg-projection', db: undefined },
   { client: 'drizzle', handler: 'drizzle-projection', db: undefined },
   { client: 'kysely', handler: 'kysely-projection', db: undefined },
+  { client: 'prisma', handler: 'prisma-projection', db: undefined },
+  { client: 'typeorm', handler: 'typeorm-projection', db: undefined },
   { client: 'declared', handler: 'declared-kysely', db: 'kysely' },
+  { client: 'declared-prisma', handler: 'declared-prisma', db: 'prisma' },
+  { client: 'declared-typeorm', handler: 'declared-typeorm', db: 'typeorm' },
 ] as const;
 
 let db: TestDatabase;
 const consumers: Consumer[] = [];
+let dataSource: DataSource | undefined;
+
+/** The test process's own TypeORM DataSource (the handlers' are in their worker threads). */
+async function typeormSource(): Promise<DataSource> {
+  dataSource ??= await projectionDataSource().initialize();
+  return dataSource;
+}
 
 before(async () => {
   db = await freshDatabase('clientsconsume');
   await db.sql`CREATE TABLE client_projection (client text NOT NULL, order_id text NOT NULL, amount integer NOT NULL,
     tags text[] NOT NULL, doc jsonb NOT NULL, applied integer NOT NULL DEFAULT 1, PRIMARY KEY (client, order_id))`;
+  await db.sql`CREATE TABLE client_order_probe (v text NOT NULL)`;
+  // Before any consumer starts: the Prisma handlers import the generated client, the TypeORM ones read the URL.
+  await generatedPrismaClient();
+  process.env.CLIENTS_DATABASE_URL = db.url;
 });
 
 after(async () => {
   for (const c of consumers) await c.stop();
+  await dataSource?.destroy();
   await db?.drop();
 });
 
@@ -47,7 +70,7 @@ function data(i: number): ProjectionData {
 }
 
 for (const { client, handler, db: declared } of CLIENTS) {
-  test(`a handler written with ${client === 'declared' ? "db: 'kysely' declared" : client} applies each event once under redelivery, in Postbox's transaction`, async () => {
+  test(`a handler written with ${declared ? `db: '${declared}' declared` : client} applies each event once under redelivery, in Postbox's transaction`, async () => {
     const topic = uniqueTopic(`consume-${client}`);
     await createTopic(topic, 1);
     const records: RawRecord[] = Array.from({ length: EVENTS }, (_, i) =>
@@ -117,14 +140,85 @@ test('each handle reads back as its client would: numbers, arrays and jsonb pars
       .where('order_id', '=', 'order-3')
       .execute();
     assert.deepEqual(kyselied, [{ amount: 30, tags: data(3).tags, doc: data(3).doc }]);
+    const prismaed = await prisma.run(tx, (ptx) =>
+      (ptx as ExamplePrismaTx).clientProjection.findMany({
+        where: { client: 'prisma', order_id: 'order-3' },
+        select: { amount: true, tags: true, doc: true },
+      }),
+    );
+    assert.deepEqual(prismaed, [{ amount: 30, tags: data(3).tags, doc: data(3).doc }]);
+    const typeormed = await typeormFor<EntityManager>(tx, await typeormSource())
+      .getRepository(ClientProjection)
+      .findOne({ where: { client: 'typeorm', order_id: 'order-3' }, select: { amount: true, tags: true, doc: true } });
+    assert.deepEqual({ ...typeormed }, { amount: 30, tags: data(3).tags, doc: data(3).doc });
   });
 });
 
 test('a consumer declaring a client Postbox has no handle for is refused by name', () => {
   assert.throws(
-    () => defineConsumer({ name: 'c', topics: ['t'], handler: new URL('file:///h.js'), db: 'prisma' as never }),
+    () => defineConsumer({ name: 'c', topics: ['t'], handler: new URL('file:///h.js'), db: 'mongoose' as never }),
     (e) =>
-      e instanceof ConfigError && /db must be one of postgres\.js, pg, drizzle, kysely, got "prisma"/.test(e.message),
+      e instanceof ConfigError &&
+      /db must be one of postgres\.js, pg, drizzle, kysely, prisma, typeorm, got "mongoose"/.test(e.message),
+  );
+});
+
+test('a module declared for Prisma or TypeORM without its binding or DataSource is refused, saying what to export', async () => {
+  const kysely = new URL('./fixtures/kysely-projection.handler.ts', import.meta.url).href;
+  await assert.rejects(
+    loadHandlerModule(kysely, 'prisma'),
+    (e) => e instanceof ConfigError && /must export its binding: export const prisma = prismaBinding/.test(e.message),
+  );
+  await assert.rejects(
+    loadHandlerModule(kysely, 'typeorm'),
+    (e) => e instanceof ConfigError && /must export its DataSource: export const dataSource/.test(e.message),
+  );
+});
+
+test('Prisma and TypeORM handles refuse to end Postbox’s transaction; their nested transactions are savepoints', async () => {
+  const source = await typeormSource();
+  await assert.rejects(
+    db.sql.begin(async (tx) => {
+      await prisma.run(tx, async (ptx) => {
+        const client = ptx as ExamplePrismaTx;
+        await assert.rejects(client.$queryRawUnsafe('COMMIT'), /not allowed here/);
+        await client.$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('prisma, rolled back') RETURNING v`);
+      });
+      const manager = typeormFor<EntityManager>(tx, source);
+      await assert.rejects(manager.query('ROLLBACK'), /not allowed here/);
+      // A nested transaction that fails is undone alone; the outer one goes on.
+      await assert.rejects(
+        manager.transaction(async (nested) => {
+          await nested.query(`INSERT INTO client_order_probe VALUES ('undone')`);
+          throw new Error('business rule');
+        }),
+        /business rule/,
+      );
+      await manager.query(`INSERT INTO client_order_probe VALUES ('kept')`);
+      throw new Error('the handler fails: all of it rolls back');
+    }),
+    /all of it rolls back/,
+  );
+  await db.sql.begin(async (tx) => {
+    await prisma.run(tx, (ptx) =>
+      (ptx as ExamplePrismaTx).$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('prisma') RETURNING v`),
+    );
+    const manager = typeormFor<EntityManager>(tx, source);
+    await manager.transaction(async (nested) => {
+      await nested.query(`INSERT INTO client_order_probe VALUES ('nested')`);
+    });
+    await assert.rejects(
+      manager.transaction(async (nested) => {
+        await nested.query(`INSERT INTO client_order_probe VALUES ('undone')`);
+        throw new Error('business rule');
+      }),
+      /business rule/,
+    );
+  });
+  const rows = await db.sql<{ v: string }[]>`SELECT v FROM client_order_probe ORDER BY v`;
+  assert.deepEqual(
+    rows.map((r) => r.v),
+    ['nested', 'prisma'],
   );
 });
 
@@ -164,6 +258,8 @@ test('an event written through a handler’s handle joins Postbox’s transactio
       pgExecutor(pgClient(tx)),
       kyselyExecutor(kyselyFor<ProjectionDatabase>(tx)),
       drizzleExecutor(drizzleFor(tx)),
+      typeormExecutor(typeormFor<EntityManager>(tx, await typeormSource())),
+      await prisma.run(tx, async (ptx) => prismaExecutor(ptx as ExamplePrismaTx)),
     ];
     for (const [i, executor] of handles.entries()) {
       // The transaction it marks as written is the handler's own tx: the relays are nudged after its commit.
@@ -174,7 +270,7 @@ test('an event written through a handler’s handle joins Postbox’s transactio
   });
   const [row] = await db.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id LIKE 'bound-%'`;
-  assert.equal(row!.n, 4);
+  assert.equal(row!.n, 6);
 });
 
 function sqlEq(table: typeof clientProjection, client: string, orderId: string) {

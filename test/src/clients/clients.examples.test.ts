@@ -141,7 +141,7 @@ test('docs/database-clients.md quotes each example above verbatim', async () => 
   }
   // The consumer handlers are quoted whole, from the files clients.consume.test.ts runs.
   const files = [...doc.matchAll(/<!-- file: ([^ ]+) -->\n```ts\n([\s\S]*?)```/g)];
-  assert.equal(files.length, 4);
+  assert.equal(files.length, 7);
   for (const [, file, quoted] of files)
     assert.equal(quoted, await readFile(new URL(`../../../${file}`, import.meta.url), 'utf8'), `${file} as quoted`);
 });

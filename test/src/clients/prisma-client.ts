@@ -13,7 +13,10 @@ const GENERATED = path.join(ROOT, 'test/.generated/prisma/client.ts');
 
 /** The parts of the generated client the tests use (the generated types stay out of the typecheck). */
 export interface ExamplePrisma {
-  $transaction<T>(fn: (tx: ExamplePrismaTx) => Promise<T>): Promise<T>;
+  $transaction<T>(
+    fn: (tx: ExamplePrismaTx) => Promise<T>,
+    options?: { maxWait?: number; timeout?: number },
+  ): Promise<T>;
   $disconnect(): Promise<void>;
   $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
 }
@@ -22,13 +25,24 @@ export interface ExamplePrismaTx {
   $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
   order: { create(args: { data: { id: string; total: number } }): Promise<unknown> };
   clientOrder: { create(args: { data: { order_id: string; client: string } }): Promise<unknown> };
+  clientProjection: {
+    upsert(args: {
+      where: { client_order_id: { client: string; order_id: string } };
+      create: { client: string; order_id: string; amount: number; tags: string[]; doc: object };
+      update: { applied: { increment: number } };
+    }): Promise<unknown>;
+    findMany(args: {
+      where: { client: string; order_id: string };
+      select: { amount: true; tags: true; doc: true };
+    }): Promise<Array<{ amount: number; tags: string[]; doc: unknown }>>;
+  };
 }
 
-let generated: Promise<{ PrismaClient: new (options: { adapter: unknown }) => ExamplePrisma }> | undefined;
+export type ExamplePrismaClass = new (options: { adapter: unknown }) => ExamplePrisma;
 
-export function generatedPrismaClient(): Promise<{
-  PrismaClient: new (options: { adapter: unknown }) => ExamplePrisma;
-}> {
+let generated: Promise<{ PrismaClient: ExamplePrismaClass }> | undefined;
+
+export function generatedPrismaClient(): Promise<{ PrismaClient: ExamplePrismaClass }> {
   generated ??= (async () => {
     const run = spawnSync(
       process.execPath,
@@ -44,4 +58,12 @@ export function generatedPrismaClient(): Promise<{
     return import(GENERATED);
   })();
   return generated;
+}
+
+/**
+ * The client generatedPrismaClient() generated, without generating: for a handler in a consumer's worker thread
+ * (module state is per thread; the test process generates it before the consumer starts).
+ */
+export async function loadGeneratedPrismaClient(): Promise<{ PrismaClient: ExamplePrismaClass }> {
+  return import(GENERATED);
 }

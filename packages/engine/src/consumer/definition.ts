@@ -46,7 +46,7 @@ export interface ConsumerLimits {
 }
 
 /** The clients a handler may write with (see ConsumerInput.db). */
-export const HANDLER_CLIENTS = ['postgres.js', 'pg', 'drizzle', 'kysely'] as const;
+export const HANDLER_CLIENTS = ['postgres.js', 'pg', 'drizzle', 'kysely', 'prisma', 'typeorm'] as const;
 export type HandlerClient = (typeof HANDLER_CLIENTS)[number];
 
 export interface ConsumerInput {
@@ -58,7 +58,8 @@ export interface ConsumerInput {
   /**
    * The client the handler writes with: its second argument is then that client's handle bound to Postbox's
    * transaction instead of postgres.js's `tx` (pg: a pg-shaped client; drizzle: a node-postgres Drizzle database;
-   * kysely: a Kysely instance). @defaultValue 'postgres.js'
+   * kysely: a Kysely instance; prisma: a Prisma transaction client, the module exporting its `prisma` binding;
+   * typeorm: an EntityManager, the module exporting its `dataSource`). @defaultValue 'postgres.js'
    */
   db?: HandlerClient;
   /** @defaultValue `postbox.<name>` */

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/connect.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import { ConfigError } from '../errors.ts';
+import type { TypeormDataSourceLike } from '../adapters/sql/typeorm-handle.ts';
 import type { HandlerClient } from './definition.ts';
 
 export interface HandlerContext {
@@ -49,32 +50,65 @@ export async function loadHandler(url: string): Promise<Handler> {
  * with only `handleBatch` handles a single event as a batch of one.
  */
 export async function loadHandlerModule(url: string, db: HandlerClient = 'postgres.js'): Promise<HandlerModule> {
-  const loaded = await loadModule(url);
+  const { module, loaded } = await loadModule(url);
   if (db === 'postgres.js') return loaded;
   // The handler writes with another client: its `tx` argument becomes that client's handle on the same transaction.
-  const bind = await handleBinder(db);
+  const withHandle = await handleBinder(db, module, url);
   return {
-    handler: (event, tx, context) => loaded.handler(event, bind(tx), context),
-    batch: loaded.batch && ((items, tx) => loaded.batch!(items, bind(tx))),
+    handler: (event, tx, context) => withHandle(tx, (handle) => loaded.handler(event, handle, context)),
+    batch: loaded.batch && ((items, tx) => withHandle(tx, (handle) => loaded.batch!(items, handle))),
   };
 }
 
-/** The function making a client's handle of a transaction; the client's adapter is loaded only when declared. */
-async function handleBinder(db: Exclude<HandlerClient, 'postgres.js'>): Promise<(tx: Tx) => Tx> {
+/** Runs `fn` with a client's handle on the transaction `tx` (typed as Tx: the handler module declares the client). */
+type WithHandle = (tx: Tx, fn: (handle: Tx) => Promise<void>) => Promise<void>;
+
+/**
+ * How a client's handle is made for a call; the client's adapter is loaded only when declared. Prisma and TypeORM
+ * need the module's own client setup: its `prisma` binding (prismaBinding) or its TypeORM `dataSource`.
+ */
+async function handleBinder(
+  db: Exclude<HandlerClient, 'postgres.js'>,
+  module: Record<string, unknown>,
+  url: string,
+): Promise<WithHandle> {
+  const per =
+    (bind: (tx: Tx) => unknown): WithHandle =>
+    (tx, fn) =>
+      fn(bind(tx) as Tx);
   switch (db) {
     case 'pg':
-      return (await import('../adapters/sql/pg-client.ts')).pgClient as never;
+      return per((await import('../adapters/sql/pg-client.ts')).pgClient);
     case 'drizzle':
-      return (await import('../adapters/sql/drizzle-handle.ts')).drizzleFor as never;
+      return per((await import('../adapters/sql/drizzle-handle.ts')).drizzleFor);
     case 'kysely':
-      return (await import('../adapters/sql/kysely-handle.ts')).kyselyFor as never;
+      return per((await import('../adapters/sql/kysely-handle.ts')).kyselyFor);
+    case 'prisma': {
+      const binding = module.prisma as { run?: unknown } | undefined;
+      if (typeof binding?.run !== 'function')
+        throw new ConfigError(
+          `handler module ${url} declares db: 'prisma' and must export its binding: export const prisma = prismaBinding((adapter) => new PrismaClient({ adapter })), from @postbox/engine/prisma/adapter-pg`,
+        );
+      return (tx, fn) => (binding as { run: WithHandle }).run(tx, fn);
+    }
+    case 'typeorm': {
+      const dataSource = module.dataSource as TypeormDataSourceLike | undefined;
+      if (typeof dataSource?.createQueryRunner !== 'function')
+        throw new ConfigError(
+          `handler module ${url} declares db: 'typeorm' and must export its DataSource: export const dataSource = new DataSource({ type: 'postgres', … })`,
+        );
+      const { typeormFor } = await import('../adapters/sql/typeorm-handle.ts');
+      // Initialized once per worker if the module left it so: its metadata maps the entities (its pool stays idle).
+      if (!dataSource.isInitialized) await (dataSource as unknown as { initialize(): Promise<unknown> }).initialize();
+      return per((tx) => typeormFor(tx, dataSource));
+    }
   }
 }
 
-async function loadModule(url: string): Promise<HandlerModule> {
-  let module: { default?: unknown; handleBatch?: unknown };
+async function loadModule(url: string): Promise<{ module: Record<string, unknown>; loaded: HandlerModule }> {
+  let module: { default?: unknown; handleBatch?: unknown } & Record<string, unknown>;
   try {
-    module = (await import(url)) as { default?: unknown; handleBatch?: unknown };
+    module = (await import(url)) as typeof module;
   } catch (cause) {
     throw new ConfigError(`handler module ${url} could not be loaded: ${(cause as Error).message}`, { cause });
   }
@@ -87,5 +121,5 @@ async function loadModule(url: string): Promise<HandlerModule> {
       `handler module ${url} must have a default export: async (event, tx, context) => void, or a handleBatch export: async (batch, tx) => void`,
     );
   }
-  return { handler: one ?? ((event, tx, context) => batch!([{ event, context }], tx)), batch };
+  return { module, loaded: { handler: one ?? ((event, tx, context) => batch!([{ event, context }], tx)), batch } };
 }

@@ -1,5 +1,7 @@
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { onTransaction } from './postgres-js.ts';
 
 /** What Postbox needs of a Prisma client: no import of @prisma/client itself. */
 export interface PrismaTransactionLike {
@@ -12,6 +14,9 @@ export interface PrismaTransactionLike {
  * The batch form `$transaction([…])` gives no handle to write with, so it cannot carry an event.
  */
 export function prismaExecutor<T extends PrismaTransactionLike>(tx: T): SqlExecutor<T> {
+  // The transaction client of a PrismaBinding in a consumer handler: already in Postbox's transaction.
+  const bound = boundTransaction(tx);
+  if (bound) return onTransaction('prisma', tx, bound);
   if (typeof tx?.$queryRawUnsafe !== 'function' || '$connect' in tx)
     throw new NotInTransactionError('prisma', 'pass the tx of prisma.$transaction(async (tx) => …), not the client');
   return {

@@ -1,5 +1,7 @@
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { onTransaction } from './postgres-js.ts';
 
 /** What Postbox needs of a TypeORM EntityManager: no import of typeorm itself. */
 export interface TypeormManagerLike {
@@ -16,6 +18,9 @@ export interface TypeormManagerLike {
  * of its own and is refused. The query runner is the transaction: several managers may share one.
  */
 export function typeormExecutor<M extends TypeormManagerLike>(manager: M): SqlExecutor<M> {
+  // typeormFor(tx, dataSource) in a consumer handler: already in Postbox's transaction.
+  const bound = boundTransaction(manager);
+  if (bound) return onTransaction('typeorm', manager, bound);
   const runner = manager?.queryRunner;
   if (!runner || runner.isReleased || !runner.isTransactionActive)
     throw new NotInTransactionError(
