@@ -12,7 +12,8 @@ import { drizzleFor } from '@postbox/engine/drizzle/node-postgres';
 import { kyselyExecutor, kyselyFor } from '@postbox/engine/kysely';
 import { pgClient, pgExecutor } from '@postbox/engine/pg';
 import { prismaExecutor } from '@postbox/engine/prisma';
-import { loadHandlerModule, type Consumer } from '@postbox/engine/runtime';
+import { prismaBinding } from '@postbox/engine/prisma/adapter-pg';
+import { classify, loadHandlerModule, type Consumer } from '@postbox/engine/runtime';
 import { typeormExecutor, typeormFor } from '@postbox/engine/typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
 import { ceRecord, produce, startTestConsumer, type RawRecord } from '../support/consumer.ts';
@@ -24,6 +25,7 @@ import type { ProjectionDatabase } from './fixtures/kysely-projection.handler.ts
 import { prisma } from './fixtures/prisma-projection.handler.ts';
 import type { ProjectionData } from './fixtures/projection-data.ts';
 import { ClientProjection, projectionDataSource } from './fixtures/typeorm-entity.ts';
+import pg from 'pg';
 import { generatedPrismaClient, type ExamplePrismaTx } from './prisma-client.ts';
 
 const EVENTS = 20;
@@ -173,6 +175,11 @@ test('a module declared for Prisma or TypeORM without its binding or DataSource 
     loadHandlerModule(kysely, 'typeorm'),
     (e) => e instanceof ConfigError && /must export its DataSource: export const dataSource/.test(e.message),
   );
+  await assert.rejects(
+    loadHandlerModule(new URL('./fixtures/typeorm-synchronize.handler.ts', import.meta.url).href, 'typeorm'),
+    (e) =>
+      e instanceof ConfigError && /sets synchronize; Postbox initializes it in every worker thread/.test(e.message),
+  );
 });
 
 test('Prisma and TypeORM handles refuse to end Postbox’s transaction; their nested transactions are savepoints', async () => {
@@ -271,6 +278,129 @@ test('an event written through a handler’s handle joins Postbox’s transactio
   const [row] = await db.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM message_outbox WHERE aggregate_id LIKE 'bound-%'`;
   assert.equal(row!.n, 6);
+});
+
+test('prisma.run is a nested transaction: a throw from its callback undoes what it wrote, the handler goes on', async () => {
+  await db.sql.begin(async (tx) => {
+    await prisma.run(tx, (ptx) =>
+      (ptx as ExamplePrismaTx).$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('run kept') RETURNING v`),
+    );
+    await assert.rejects(
+      prisma.run(tx, async (ptx) => {
+        await (ptx as ExamplePrismaTx).$queryRawUnsafe(
+          `INSERT INTO client_order_probe VALUES ('run undone') RETURNING v`,
+        );
+        throw new Error('business rule');
+      }),
+      /business rule/,
+    );
+    await tx`INSERT INTO client_order_probe VALUES ('run after')`;
+  });
+  const rows = await db.sql<{ v: string }[]>`SELECT v FROM client_order_probe WHERE v LIKE 'run %' ORDER BY v`;
+  assert.deepEqual(
+    rows.map((r) => r.v),
+    ['run after', 'run kept'],
+  );
+});
+
+test('runs of one binding in flight together each write in their own transaction', async () => {
+  const write = (tag: string, fail: boolean) =>
+    db.sql
+      .begin(async (tx) => {
+        await prisma.run(tx, async (ptx) => {
+          const client = ptx as ExamplePrismaTx;
+          await client.$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('${tag} 1') RETURNING v`);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          await client.$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('${tag} 2') RETURNING v`);
+        });
+        if (fail) throw new Error(`${tag} rolls back`);
+      })
+      .catch((e: Error) => e.message);
+  assert.deepEqual(await Promise.all([write('together a', true), write('together b', false)]), [
+    'together a rolls back',
+    undefined,
+  ]);
+  const rows = await db.sql<{ v: string }[]>`SELECT v FROM client_order_probe WHERE v LIKE 'together %' ORDER BY v`;
+  assert.deepEqual(
+    rows.map((r) => r.v),
+    ['together b 1', 'together b 2'],
+  );
+});
+
+test('a Prisma client with its own isolation level is refused inside Postbox’s transaction, saying why', async () => {
+  const { PrismaClient } = await generatedPrismaClient();
+  const serializable = prismaBinding(
+    (adapter) => new PrismaClient({ adapter, transactionOptions: { isolationLevel: 'Serializable' } } as never),
+  );
+  await assert.rejects(
+    db.sql.begin((tx) => serializable.run(tx, async () => {})),
+    (e) => e instanceof ConfigError || classify(e).code === 'config_invalid',
+  );
+});
+
+test('a failure written through Prisma or TypeORM keeps its class: a unique violation is permanent pg_23505', async () => {
+  const source = await typeormSource();
+  await db.sql`INSERT INTO client_order_probe VALUES ('unique') ON CONFLICT DO NOTHING`;
+  await db.sql`CREATE UNIQUE INDEX IF NOT EXISTS client_order_probe_v ON client_order_probe (v)`;
+  const failures: unknown[] = [];
+  await db.sql.begin(async (tx) => {
+    for (const write of [
+      (sp: typeof tx) =>
+        prisma.run(sp, (ptx) =>
+          (ptx as ExamplePrismaTx).$queryRawUnsafe(`INSERT INTO client_order_probe VALUES ('unique') RETURNING v`),
+        ),
+      (sp: typeof tx) =>
+        typeormFor<EntityManager>(sp, source).query(`INSERT INTO client_order_probe VALUES ('unique')`),
+      (sp: typeof tx) => prisma.run(sp, (ptx) => (ptx as ExamplePrismaTx).$queryRawUnsafe('COMMIT')),
+      (sp: typeof tx) => typeormFor<EntityManager>(sp, source).query('COMMIT'),
+    ])
+      await tx.savepoint((sp) => write(sp)).catch((e: unknown) => failures.push(e));
+  });
+  assert.deepEqual(
+    failures.map((e) => classify(e)),
+    [
+      { kind: 'permanent', code: 'pg_23505', immediate: false },
+      { kind: 'permanent', code: 'pg_23505', immediate: false },
+      { kind: 'permanent', code: 'config_invalid', immediate: false },
+      { kind: 'permanent', code: 'config_invalid', immediate: false },
+    ],
+  );
+});
+
+test('dates go and come back as through pg itself, also away from UTC', async () => {
+  const zone = process.env.TZ;
+  process.env.TZ = 'America/New_York';
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  try {
+    await db.sql`CREATE TABLE client_dates (via text PRIMARY KEY, at timestamp NOT NULL, day date NOT NULL)`;
+    const at = new Date('2026-07-01T23:30:00.000Z');
+    await pool.query('INSERT INTO client_dates VALUES ($1, $2, $3)', ['pg', at, at]);
+    await db.sql.begin(async (tx) => {
+      await pgClient(tx).query('INSERT INTO client_dates VALUES ($1, $2, $3)', ['pgClient', at, at]);
+    });
+    const stored = await db.sql<{ via: string; at: string; day: string }[]>`
+      SELECT via, at::text AS at, day::text AS day FROM client_dates ORDER BY via`;
+    assert.deepEqual(
+      stored.map((r) => [r.at, r.day]),
+      [
+        ['2026-07-01 19:30:00', '2026-07-01'],
+        ['2026-07-01 19:30:00', '2026-07-01'],
+      ],
+    );
+    // Read back through TypeORM's handle: pg's parsers (a date column is local midnight, as pg makes it).
+    const { rows: expected } = await pool.query<{ at: Date; day: Date }>(
+      `SELECT at, day FROM client_dates WHERE via = 'pg'`,
+    );
+    const source = await typeormSource();
+    const viaTypeorm = await db.sql.begin((tx) =>
+      typeormFor<EntityManager>(tx, source).query(`SELECT at, day FROM client_dates WHERE via = 'pgClient'`),
+    );
+    assert.deepEqual(viaTypeorm, expected);
+  } finally {
+    await pool.end();
+    if (zone === undefined) delete process.env.TZ;
+    else process.env.TZ = zone;
+  }
 });
 
 function sqlEq(table: typeof clientProjection, client: string, orderId: string) {

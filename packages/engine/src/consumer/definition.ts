@@ -33,7 +33,8 @@ export interface ConsumerLimits {
   /**
    * Handlers of one batch (distinct aggregates) started together in its transaction, so postgres.js pipelines
    * their statements on the connection. 1 = one after the other. Raise it only for handlers that do not read
-   * and then write rows shared across aggregates (their statements would interleave inside one transaction).
+   * and then write rows shared across aggregates (their statements would interleave inside one transaction), and
+   * open no savepoints (nested transactions of TypeORM, PrismaBinding.run: they would interleave too).
    * @defaultValue 1
    */
   handlerConcurrency: number;

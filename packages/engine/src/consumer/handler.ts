@@ -84,12 +84,12 @@ async function handleBinder(
     case 'kysely':
       return per((await import('../adapters/sql/kysely-handle.ts')).kyselyFor);
     case 'prisma': {
-      const binding = module.prisma as { run?: unknown } | undefined;
-      if (typeof binding?.run !== 'function')
+      const binding = module.prisma as { asHandler?: unknown } | undefined;
+      if (typeof binding?.asHandler !== 'function')
         throw new ConfigError(
           `handler module ${url} declares db: 'prisma' and must export its binding: export const prisma = prismaBinding((adapter) => new PrismaClient({ adapter })), from @postbox/engine/prisma/adapter-pg`,
         );
-      return (tx, fn) => (binding as { run: WithHandle }).run(tx, fn);
+      return (tx, fn) => (binding as { asHandler: WithHandle }).asHandler(tx, fn);
     }
     case 'typeorm': {
       const dataSource = module.dataSource as TypeormDataSourceLike | undefined;
@@ -97,10 +97,9 @@ async function handleBinder(
         throw new ConfigError(
           `handler module ${url} declares db: 'typeorm' and must export its DataSource: export const dataSource = new DataSource({ type: 'postgres', … })`,
         );
-      const { typeormFor } = await import('../adapters/sql/typeorm-handle.ts');
-      // Initialized once per worker if the module left it so: its metadata maps the entities (its pool stays idle).
-      if (!dataSource.isInitialized) await (dataSource as unknown as { initialize(): Promise<unknown> }).initialize();
-      return per((tx) => typeormFor(tx, dataSource));
+      const { typeormFor, initializedForHandlers } = await import('../adapters/sql/typeorm-handle.ts');
+      const ready = initializedForHandlers(dataSource, url);
+      return async (tx, fn) => fn(typeormFor(tx, await ready()) as Tx);
     }
   }
 }

@@ -46,6 +46,8 @@ interface CodedError {
   code?: unknown;
   name?: string;
   cause?: unknown;
+  /** TypeORM's QueryFailedError keeps the driver's error here (it copies its code, but not its name). */
+  driverError?: unknown;
 }
 
 export function classify(error: unknown): Classification {
@@ -60,9 +62,10 @@ export function classify(error: unknown): Classification {
     return { kind: 'transient', code: 'pg_transaction_rolled_back', immediate: false };
   // postgres.js 4: a query on a transaction that already ended — a bug in the caller, not a passing condition.
   if (code === 'UNSAFE_TRANSACTION') return { kind: 'permanent', code: 'pg_unsafe_transaction', immediate: false };
-  if (e.cause && e.cause !== error) {
-    const inner = classify(e.cause);
-    if (inner.code !== 'error') return inner;
+  for (const inner of [e.cause, e.driverError]) {
+    if (!inner || inner === error) continue;
+    const classified = classify(inner);
+    if (classified.code !== 'error') return classified;
   }
   // A handler's ordinary error: assume the world may change (a dependency comes back); the budget bounds it.
   return { kind: 'transient', code: 'error', immediate: false };

@@ -41,7 +41,7 @@ const UNKNOWN = 705;
 /**
  * A node-postgres-shaped client bound to a consumer's transaction (the `tx` a handler receives), so repositories
  * written for pg write in the same transaction as the inbox row. Values are sent as pg sends them (text resolved
- * by PostgreSQL: objects as JSON, arrays as array literals, dates as ISO text), rows are parsed by postgres.js
+ * by PostgreSQL: objects as JSON, arrays as array literals, dates in local time with the offset), rows are parsed by postgres.js
  * (or by the query's own `types`, exactly as pg would). BEGIN, COMMIT and ROLLBACK are refused (SAVEPOINT works).
  */
 export function pgClient(tx: postgres.TransactionSql): PgCompatibleClient {
@@ -93,7 +93,7 @@ function pgParam(tx: postgres.TransactionSql, value: unknown): unknown {
 }
 
 function pgText(value: unknown): string {
-  if (value instanceof Date) return value.toISOString();
+  if (value instanceof Date) return pgDate(value);
   if (Array.isArray(value)) return arrayLiteral(value);
   if (typeof value === 'object') return JSON.stringify(value);
   return String(value);
@@ -107,4 +107,23 @@ function arrayLiteral(values: readonly unknown[]): string {
     return `"${pgText(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
   });
   return `{${items.join(',')}}`;
+}
+
+/**
+ * A Date as pg sends it (utils.dateToString): local time with its UTC offset, so a `timestamp` column (without
+ * time zone) stores the local wall-clock time, as it does through pg.
+ */
+function pgDate(date: Date): string {
+  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+  let year = date.getFullYear();
+  const bc = year < 1;
+  if (bc) year = Math.abs(year) + 1;
+  const offset = -date.getTimezoneOffset();
+  const sign = offset < 0 ? '-' : '+';
+  const abs = Math.abs(offset);
+  return (
+    `${pad(year, 4)}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:` +
+    `${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}` +
+    `${sign}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}${bc ? ' BC' : ''}`
+  );
 }
