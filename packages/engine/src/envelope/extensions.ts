@@ -45,6 +45,13 @@ export function extensionHeaders(extensions: Readonly<Record<string, string>>): 
  * event's extensions; undefined when there is none. Names are taken as they come: validateEnvelope judges them.
  */
 export function extensionsOf(headers: Readonly<Record<string, string>>): Record<string, string> | undefined {
-  const found = Object.entries(headers).filter(([name]) => !RESERVED_ATTRIBUTES.has(name));
-  return found.length === 0 ? undefined : Object.fromEntries(found);
+  // A loop that allocates only when there is an extension: this runs for every event a consumer reads.
+  let found: Record<string, string> | undefined;
+  for (const name of Object.keys(headers)) {
+    if (RESERVED_ATTRIBUTES.has(name)) continue;
+    found ??= {};
+    // An own property, as fromEntries would make it: an extension named `__proto__` never sets the prototype.
+    Object.defineProperty(found, name, { value: headers[name], enumerable: true, writable: true, configurable: true });
+  }
+  return found;
 }

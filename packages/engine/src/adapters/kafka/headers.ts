@@ -6,15 +6,19 @@ import { TRACE_HEADERS, type MessageHeaders } from '../../envelope/headers.ts';
 const PREFIX = 'ce_';
 const CONTENT_TYPE = 'content-type';
 
+// Both conversions run once per event on the relay's and the consumer's main thread: plain loops filling one
+// object (no entries arrays), which profiles showed costing a few µs per event as Object.entries/fromEntries.
+
 /** Broker-neutral headers (envelope/headers.ts) as Kafka record headers. */
 export function toKafkaHeaders(headers: Readonly<MessageHeaders>): Record<string, string> {
-  const out: Array<[string, string]> = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (TRACE_HEADERS.has(name)) out.push([name, value]);
-    else if (name === 'datacontenttype') out.push([CONTENT_TYPE, value]);
-    else out.push([PREFIX + name, value]);
+  const out: Record<string, string> = {};
+  for (const name of Object.keys(headers)) {
+    const value = headers[name]!;
+    if (TRACE_HEADERS.has(name)) out[name] = value;
+    else if (name === 'datacontenttype') out[CONTENT_TYPE] = value;
+    else out[PREFIX + name] = value;
   }
-  return Object.fromEntries(out);
+  return out;
 }
 
 /**
@@ -22,16 +26,25 @@ export function toKafkaHeaders(headers: Readonly<MessageHeaders>): Record<string
  * binding — neither `ce_`, `content-type` nor the trace context — are not Postbox's and are left out.
  */
 export function fromKafkaHeaders(headers: IHeaders | undefined): MessageHeaders {
-  const out: Array<[string, string]> = [];
-  for (const [name, raw] of Object.entries(headers ?? {})) {
-    if (raw === undefined) continue;
+  const out: MessageHeaders = {};
+  if (headers === undefined) return out;
+  for (const name of Object.keys(headers)) {
+    const raw = headers[name];
     const first = Array.isArray(raw) ? raw[0] : raw;
     if (first === undefined) continue;
-    const value = first.toString();
-    if (name.startsWith(PREFIX) && name.length > PREFIX.length) out.push([name.slice(PREFIX.length), value]);
-    else if (name === CONTENT_TYPE) out.push(['datacontenttype', value]);
-    else if (TRACE_HEADERS.has(name)) out.push([name, value]);
+    const key = neutralName(name);
+    if (key === null) continue;
+    const value = typeof first === 'string' ? first : first.toString('utf8');
+    // A `ce___proto__` header is an own property, never the object's prototype.
+    if (key === '__proto__')
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    else out[key] = value;
   }
-  // fromEntries, not assignment: a `ce___proto__` header can never set the object's prototype.
-  return Object.fromEntries(out);
+  return out;
+}
+
+function neutralName(name: string): string | null {
+  if (name.length > PREFIX.length && name.startsWith(PREFIX)) return name.slice(PREFIX.length);
+  if (name === CONTENT_TYPE) return 'datacontenttype';
+  return TRACE_HEADERS.has(name) ? name : null;
 }
