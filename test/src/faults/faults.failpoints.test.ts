@@ -17,7 +17,7 @@ import { failpointLoop, type FailpointLoopResult } from './support/failpoint-loo
 // shared stack's (nothing here stops them). Ends with the verifier's final check.
 // 3 kills per failpoint in `npm test` (the suite must stay under 30 minutes with the saga, reconciliation and
 // broker conformance cases in it); `npm run test:faults` runs its --iterations (default 20).
-const ITERATIONS = faultIterations(3);
+const ITERATIONS = faultIterations(2);
 const STUCK = Math.max(12, ITERATIONS * 3);
 const PARTITIONS = 4;
 

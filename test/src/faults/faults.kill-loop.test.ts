@@ -8,11 +8,11 @@ import { startFaultBroker, type FaultBroker } from '../support/fault-broker.ts';
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
-// Processes killed at random moments under load for a fixed time (POSTBOX_FAULT_KILL_LOOP_MS: 15 s in `npm test`, 60 s in `npm run test:faults`):
+// Processes killed at random moments under load for a fixed time (POSTBOX_FAULT_KILL_LOOP_MS: 10 s in `npm test`, 60 s in `npm run test:faults`):
 // two writers, two relays and two consumers; every 0.5–3 s one of them, picked at random, gets SIGKILL and is
 // started again after 0–2 s. No failpoint: the kills land wherever the processes happen to be. On the broker of
 // POSTBOX_FAULT_BROKER (Kafka unless `npm run test:faults -- --broker nats|rabbitmq` says otherwise).
-const DURATION_MS = faultDuration('POSTBOX_FAULT_KILL_LOOP_MS', 15_000);
+const DURATION_MS = faultDuration('POSTBOX_FAULT_KILL_LOOP_MS', 10_000);
 
 let db: TestDatabase;
 let broker: FaultBroker;

@@ -9,12 +9,12 @@ import { alive, faultDuration, Pipeline, recordScenario, stopGracefully } from '
 import { createPrivateTopic, restart, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { waitFor, type RoleProcess } from '../support/processes.ts';
 
-// PostgreSQL, Kafka and Redis all down at once for POSTBOX_FAULT_OUTAGE_MS (15 s in `npm test`, 60 s in
+// PostgreSQL, Kafka and Redis all down at once for POSTBOX_FAULT_OUTAGE_MS (10 s in `npm test`, 60 s in
 // `npm run test:faults`; a soak runs minutes)
 // while a writer, a relay, a consumer and the control plane keep running: readiness turns red and names each
 // dependency, the processes back off instead of spinning (CPU measured from /proc over the outage), nobody dies,
 // and once the services are back readiness turns green and everything committed is applied once, in order.
-const OUTAGE_MS = faultDuration('POSTBOX_FAULT_OUTAGE_MS', 15_000);
+const OUTAGE_MS = faultDuration('POSTBOX_FAULT_OUTAGE_MS', 10_000);
 // A process retrying with backoff uses a few percent of a core; a tight loop uses all of it.
 const MAX_CPU_SHARE = 0.25;
 

@@ -13,7 +13,7 @@ import { stack as shared } from '../support/stack.ts';
 // drops its reply and cuts the connection. Kafka: the broker appended a produce request; PostgreSQL: a COMMIT (a
 // consumer's, the writer's) or a relay's UPDATE took effect. Then latency and cut connections in front of
 // PostgreSQL, Kafka and Redis. Private servers behind the proxies; nothing is restarted by the test.
-const DROPS = faultIterations(10);
+const DROPS = faultIterations(6);
 
 let servers: PrivateStack;
 const pipelines: Pipeline[] = [];

@@ -8,11 +8,11 @@ import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../sup
 import type { RoleProcess } from '../support/processes.ts';
 import { stack as shared } from '../support/stack.ts';
 
-// A rebalance storm (POSTBOX_FAULT_STORM_MS: 15 s in `npm test`, 45 s in `npm run test:faults`) under load: every 1.5–4 s a consumer joins or one
+// A rebalance storm (POSTBOX_FAULT_STORM_MS: 10 s in `npm test`, 45 s in `npm run test:faults`) under load: every 1.5–4 s a consumer joins or one
 // leaves gracefully (SIGTERM: it finishes its batches, commits its offsets, exits 0), between one and four
 // members of the group at any time, so partitions move while batches are in flight. A private broker (its short
 // group.min.session.timeout lets the group settle in seconds); the verifier has the last word.
-const STORM_MS = faultDuration('POSTBOX_FAULT_STORM_MS', 15_000);
+const STORM_MS = faultDuration('POSTBOX_FAULT_STORM_MS', 10_000);
 const MIN_LEAVES = 3;
 const READY = 'postbox consume:';
 
