@@ -84,9 +84,11 @@ test('broker lost while publishing: rows back off on available_at with bounded a
     DATABASE_URL: db.url,
     POSTBOX_TOPICS: `${topic2}:3`,
     POSTBOX_RELAY_THREADS: '1',
-    // Backoffs of up to a minute or two, so that lanes still wait out theirs long after the broker is back.
-    POSTBOX_RELAY_BACKOFF_BASE_MS: '60000',
-    POSTBOX_RELAY_BACKOFF_CAP_MS: '120000',
+    // Backoffs of up to three or four minutes, so that lanes still wait out theirs long after the broker is back:
+    // Kafka's restart alone takes 20-40 s here, and with full jitter a first backoff is anywhere in [0, base]. (With
+    // a one-minute base, a slow restart left every lane due before the broker answered, and nothing to compare.)
+    POSTBOX_RELAY_BACKOFF_BASE_MS: '180000',
+    POSTBOX_RELAY_BACKOFF_CAP_MS: '240000',
     LOG_LEVEL: 'warn',
   });
   await waitFor(
@@ -106,7 +108,7 @@ test('broker lost while publishing: rows back off on available_at with bounded a
   const [during] = await db.sql<{ max: number; errors: number }[]>`
     SELECT max(attempts)::int AS max, count(*) FILTER (WHERE last_error IS NOT NULL)::int AS errors
     FROM message_outbox WHERE topic = ${topic2}`;
-  // Backoffs of up to a minute: an attempt or two in 15 s; a tight loop would make hundreds.
+  // Backoffs of minutes: an attempt or two in 15 s; a tight loop would make hundreds.
   assert.ok(during!.max >= 1 && during!.max <= 5, `attempts while down: ${during!.max}`);
   assert.ok(during!.errors > 0, 'the error is recorded on the rows');
   const [err] = await db.sql<
@@ -123,7 +125,9 @@ test('broker lost while publishing: rows back off on available_at with bounded a
         SELECT event_id, available_at FROM message_outbox WHERE topic = ${topic2} AND status = 'pending'`
     ).map((r) => [r.event_id, r.available_at.getTime()]),
   );
+  const restartFrom = Date.now();
   await stackUp({ quiet: true });
+  const restartMs = Date.now() - restartFrom;
   await waitFor(
     'all published',
     async () => {
@@ -144,7 +148,11 @@ test('broker lost while publishing: rows back off on available_at with bounded a
   const firstBack = Math.min(...published.map((r) => r.published_at.getTime()));
   // Rows whose backoff ran well past the broker's first confirmation: each was sent before its backoff ended.
   const waitedLong = published.filter((r) => (dueAt.get(r.event_id) ?? 0) > firstBack + 5000);
-  assert.ok(waitedLong.length > 0, 'some lanes still had a long backoff ahead when the broker answered again');
+  assert.ok(
+    waitedLong.length > 0,
+    `some lanes still had a long backoff ahead when the broker answered again (Kafka took ${restartMs} ms to restart; ` +
+      `due times ${[...new Set([...dueAt.values()].map((t) => Math.round((t - firstBack) / 1000)))].join(', ')} s from the first publish)`,
+  );
   const late = waitedLong.filter((r) => r.published_at.getTime() >= dueAt.get(r.event_id)!);
   assert.deepEqual(late.length, 0, `${late.length} of ${waitedLong.length} rows sat out their backoff`);
   const check = checkTopic(
