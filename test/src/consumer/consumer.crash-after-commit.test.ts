@@ -38,7 +38,7 @@ test('kill -9 after the database commit and before the offset commit: redelivere
     ...env,
     POSTBOX_FAILPOINT: 'consumer.after-commit-before-offset',
   });
-  const code = await Promise.race([doomed.exited, new Promise((r) => setTimeout(() => r('timeout'), 40_000))]);
+  const code = await Promise.race([doomed.exited, new Promise((r) => setTimeout(() => r('timeout'), 40_000).unref())]);
   assert.equal(code, null, `killed by its failpoint, not exited (${code}): ${doomed.output()}`);
   assert.equal(doomed.child.signalCode, 'SIGKILL');
   const { n: appliedBeforeCrash } = (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM test_applied`)[0]!;

@@ -37,7 +37,10 @@ export async function failpointLoop(l: FailpointLoop): Promise<FailpointLoopResu
     const pass = 1 + Math.floor(Math.random() * l.maxPass);
     const started = Date.now();
     const p = l.spawn({ POSTBOX_FAILPOINT: `${l.name}@${pass}` });
-    const ended = await Promise.race([p.exited.then(() => true), sleep(l.runTimeoutMs ?? 60_000).then(() => false)]);
+    const ended = await Promise.race([
+      p.exited.then(() => true),
+      sleep(l.runTimeoutMs ?? 60_000, undefined, { ref: false }).then(() => false),
+    ]);
     if (!ended) {
       p.kill('SIGKILL');
       await p.exited;
