@@ -55,6 +55,7 @@ export interface ClaimRequest {
  * writer's delay (≤ 3 × 200 ms by default) of the claim: the rows then read `pending` although they may be on
  * their way; nothing is lost — the relay's mark fails with the crash, and the rows are sent again under the same
  * event_id (the counted duplicate window), their attempt not counted. (Measured: bench/RESULTS.md, 2026-12-07.)
+ * Run it on the pool, never inside a transaction: there the setting would reach every write of that transaction.
  *
  * Returns: the rows, in sequence order. Locks: the lanes' relay_lane_inflight rows until the statement ends.
  */
