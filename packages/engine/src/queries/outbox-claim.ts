@@ -48,13 +48,10 @@ export interface ClaimRequest {
  * taking the lane over how long to wait. `attempts` returned is this attempt's number: the stored count + 1,
  * + 1 more for rows of a batch that was sent and never settled (its relay died before the mark).
  *
- * Commits without waiting for the WAL flush (synchronous_commit off for this statement's transaction alone): what
- * it writes is that lease record, no event and no event's state, and a live-load relay cycle then waits for one
- * flush (its mark's) instead of two. The mark that follows commits synchronously, and a flush covers every record
- * before it, so a mark never outlives its claim. Lost, it is lost only with a PostgreSQL crash within the WAL
- * writer's delay (≤ 3 × 200 ms by default) of the claim: the rows then read `pending` although they may be on
- * their way; nothing is lost — the relay's mark fails with the crash, and the rows are sent again under the same
- * event_id (the counted duplicate window), their attempt not counted. (Measured: bench/RESULTS.md, 2026-12-07.)
+ * Commits without waiting for the WAL flush (synchronous_commit off for this statement's transaction alone): it
+ * writes only that lease record, no event and no event's state, so a live-load cycle waits for one flush (its
+ * mark's) instead of two. What a server crash within the WAL writer's delay of a claim can then lose, and the
+ * takeover guarantee that weakens: docs/adr/0010-claim-commits-asynchronously.md.
  * Run it on the pool, never inside a transaction: there the setting would reach every write of that transaction.
  *
  * Returns: the rows, in sequence order. Locks: the lanes' relay_lane_inflight rows until the statement ends.
