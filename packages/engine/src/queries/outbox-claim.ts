@@ -50,8 +50,9 @@ export interface ClaimRequest {
  *
  * Commits without waiting for the WAL flush (synchronous_commit off for this statement's transaction alone): it
  * writes only that lease record, no event and no event's state, so a live-load cycle waits for one flush (its
- * mark's) instead of two. What a server crash within the WAL writer's delay of a claim can then lose, and the
- * takeover guarantee that weakens: docs/adr/0010-claim-commits-asynchronously.md.
+ * mark's) instead of two. What a server crash within the WAL writer's delay of a claim can then lose:
+ * docs/adr/0010-claim-commits-asynchronously.md; the takeover fence that keeps one batch per lane in flight
+ * all the same: docs/adr/0011-takeover-fence.md.
  * Run it on the pool, never inside a transaction: there the setting would reach every write of that transaction.
  *
  * Returns: the rows, in sequence order. Locks: the lanes' relay_lane_inflight rows until the statement ends.
@@ -108,11 +109,20 @@ export async function claimLaneBatch(sql: Queryable, r: ClaimRequest): Promise<C
 }
 
 /**
- * Whether another relay may still be sending in this lane (it owned the lane before and its batch's lease has
- * not passed; or, from a relay older than migration 0014, a row it leased). Returns: true while so. Locks: none.
+ * Whether another relay may still be sending in this lane: it owned the lane before and its batch's lease has
+ * not passed; or, from a relay older than migration 0014, a row it leased; or the takeover fence has not passed
+ * (`fence`: the end of a batch the previous owner may have claimed and a server crash made us forget, ADR 0010).
+ * Returns: true while so. Locks: none.
  */
-export async function laneHasForeignLeases(sql: Queryable, lane: number, owner: string): Promise<boolean> {
+export async function laneHasForeignLeases(
+  sql: Queryable,
+  lane: number,
+  owner: string,
+  fence: Date | null = null,
+): Promise<boolean> {
   const rows = await sql`
+    SELECT 1 WHERE ${fence}::timestamptz > now()
+    UNION ALL
     SELECT 1 FROM relay_lane_inflight
     WHERE lane = ${lane} AND sending_until > now() AND owner <> ${owner}
     UNION ALL

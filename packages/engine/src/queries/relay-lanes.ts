@@ -24,25 +24,48 @@ export async function renewLanes(sql: Queryable, owner: string, leaseMs: number)
   return rows.map((r) => r.lane);
 }
 
+/** A lane just taken, and what its previous owner may still have in flight there. */
+export interface AcquiredLane {
+  lane: number;
+  /**
+   * A moment after the previous owner's last claim in this lane — its lease's end, or the server's last start
+   * or crash recovery if that came first: a claim needs a live lease, and the claim's record (committed
+   * asynchronously, ADR 0010) can only have been lost before the server went down. Null when the lane was given
+   * back (released: nothing was in flight) or never held.
+   */
+  lastClaimBefore: Date | null;
+}
+
 /**
  * Takes up to `count` lanes that nobody holds or whose lease expired (their relay died or stalled).
  * Returns: the lanes taken. Locks: those rows (SKIP LOCKED: two relays never take the same lane).
  */
-export async function acquireLanes(sql: Queryable, owner: string, count: number, leaseMs: number): Promise<number[]> {
+export async function acquireLanes(
+  sql: Queryable,
+  owner: string,
+  count: number,
+  leaseMs: number,
+): Promise<AcquiredLane[]> {
   if (count <= 0) return [];
-  const rows = await sql<{ lane: number }[]>`
+  const rows = await sql<{ lane: number; last_claim_before: Date | null }[]>`
     WITH free AS (
-      SELECT lane FROM relay_lane
+      SELECT lane, owner, lease_until FROM relay_lane
       WHERE owner IS NULL OR lease_until IS NULL OR lease_until < now()
       ORDER BY lane
       LIMIT ${count}
       FOR UPDATE SKIP LOCKED
+    ), server AS (
+      -- A crash recovery does not restart the postmaster, but it resets the shared statistics (PostgreSQL 15+).
+      SELECT greatest(pg_postmaster_start_time(), (SELECT stats_reset FROM pg_stat_bgwriter)) AS started_at
     )
     UPDATE relay_lane AS l
     SET owner = ${owner}, lease_until = now() + ${leaseMs} * interval '1 millisecond', owned_since = now()
-    FROM free WHERE l.lane = free.lane
-    RETURNING l.lane`;
-  return rows.map((r) => r.lane);
+    FROM free CROSS JOIN server
+    WHERE l.lane = free.lane
+    RETURNING l.lane,
+              CASE WHEN free.owner IS NULL OR free.lease_until IS NULL THEN NULL
+                   ELSE least(free.lease_until, server.started_at) END AS last_claim_before`;
+  return rows.map((r) => ({ lane: r.lane, lastClaimBefore: r.last_claim_before }));
 }
 
 /** Gives a lane back so another relay can take it at once. Locks: the lane's row. */

@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect.ts';
 import {
   acquireLanes,
+  type AcquiredLane,
   forgetDeadRelays,
   heartbeat,
   laneCensus,
@@ -15,7 +16,8 @@ import {
  */
 export interface LaneChanges {
   owned: Set<number>;
-  gained: number[];
+  /** Lanes taken over (not held before), with what their previous owner may still have in flight. */
+  gained: AcquiredLane[];
   lost: number[];
   /** Lanes above the fair share; the relay releases them once their in-flight batch has settled. */
   surplus: number[];
@@ -32,11 +34,11 @@ export async function balanceLanes(
   const { relays, lanes } = await laneCensus(sql, leaseMs);
   const share = Math.ceil(lanes / Math.max(1, relays));
   const gained = renewed.size < share ? await acquireLanes(sql, owner, share - renewed.size, leaseMs) : [];
-  const owned = new Set([...renewed, ...gained]);
+  const owned = new Set([...renewed, ...gained.map((g) => g.lane)]);
   const lost = [...current].filter((l) => !owned.has(l));
   const surplus = [...owned].sort((a, b) => b - a).slice(0, Math.max(0, owned.size - share));
   if (Math.random() < 0.05) await forgetDeadRelays(sql, leaseMs);
-  return { owned, gained: gained.filter((l) => !current.has(l)), lost, surplus };
+  return { owned, gained: gained.filter((g) => !current.has(g.lane)), lost, surplus };
 }
 
 export { releaseLane };

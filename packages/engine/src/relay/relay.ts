@@ -13,6 +13,7 @@ import type { LaneExecutor } from './executor.ts';
 import { balanceLanes, releaseLane } from './lanes.ts';
 import { FailureStreak } from '../telemetry/failure-streak.ts';
 import { resolveRelayOptions, type RelayOptions, type RelayOptionsInput } from './options.ts';
+import { takeoverFence } from './takeover-fence.ts';
 
 /** What a relay needs: a pool, an executor for its lane cycles, its options. */
 export interface RelayConfig {
@@ -39,6 +40,11 @@ interface LaneState {
   releasing: boolean;
   /** A newly taken lane waits until the previous owner's leases in it are over. */
   takeover: boolean;
+  /**
+   * With `takeover`: until when a batch of the previous owner may still be on its way although no lease in the
+   * database says so any more — its claim's record lost in a server crash (ADR 0010, ADR 0011). Null: none.
+   */
+  fence: Date | null;
   nextAt: number;
   pausedUntil: number;
   errors: number;
@@ -187,11 +193,12 @@ export class Relay {
     try {
       const changes = await balanceLanes(this.#sql, this.owner, this.#options.laneLeaseMs, new Set(this.#lanes.keys()));
       for (const lane of changes.lost) this.#lanes.delete(lane);
-      for (const lane of changes.gained) {
+      for (const { lane, lastClaimBefore } of changes.gained) {
         this.#lanes.set(lane, {
           busy: false,
           releasing: false,
           takeover: true,
+          fence: takeoverFence(lastClaimBefore, this.#options.leaseMs),
           nextAt: 0,
           pausedUntil: 0,
           errors: 0,
@@ -206,11 +213,10 @@ export class Relay {
         if (state) state.releasing = true;
       }
       if (changes.gained.length || changes.lost.length) {
-        this.#log.info(
-          { gained: changes.gained, lost: changes.lost, lanes: [...changes.owned] },
-          'relay lanes changed',
-        );
+        const gained = changes.gained.map((g) => g.lane);
+        this.#log.info({ gained, lost: changes.lost, lanes: [...changes.owned] }, 'relay lanes changed');
       }
+      this.#logFences(changes.gained.map((g) => g.lane));
       await this.#releaseIdleSurplus();
       if (this.#renewStreak.count > 0) this.#retryFailedLanesNow();
       this.#renewStreak.succeeded();
@@ -219,6 +225,18 @@ export class Relay {
       this.#renewStreak.failed(cause);
     }
     this.#schedule();
+  }
+
+  /** Says once which lanes just taken over wait out a fence, and until when (the relay's clock). */
+  #logFences(gained: number[]): void {
+    const now = Date.now();
+    const fenced = gained.filter((lane) => (this.#lanes.get(lane)?.fence?.getTime() ?? 0) > now);
+    if (fenced.length === 0) return;
+    const until = Math.max(...fenced.map((lane) => this.#lanes.get(lane)!.fence!.getTime()));
+    this.#log.info(
+      { lanes: fenced, until: new Date(until).toISOString() },
+      'lanes taken over within a batch lease of a PostgreSQL restart wait until any batch of their previous owner is over',
+    );
   }
 
   /**
@@ -295,7 +313,7 @@ export class Relay {
     try {
       // Only a lane alone is ever taken over (#schedule): it waits until the previous owner's leases are over.
       if (lanes.length === 1 && states[0]!.takeover) {
-        if (await laneHasForeignLeases(this.#sql, lanes[0]!, this.owner)) {
+        if (await laneHasForeignLeases(this.#sql, lanes[0]!, this.owner, states[0]!.fence)) {
           states[0]!.nextAt = Date.now() + 1000;
           return;
         }
