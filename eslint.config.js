@@ -3,6 +3,7 @@ import tseslint from 'typescript-eslint';
 
 const BROKER_SDKS = [
   'kafkajs',
+  '@platformatic/kafka',
   '@nats-io/jetstream',
   '@nats-io/transport-node',
   '@cloudamqp/amqp-client',
@@ -46,6 +47,7 @@ export default tseslint.config(
     ignores: [
       'packages/engine/src/adapters/**',
       'packages/engine/src/kafka.ts',
+      'packages/engine/src/kafka-platformatic.ts',
       'packages/engine/src/nats.ts',
       '**/*.test.ts',
     ],
@@ -59,7 +61,8 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/adapters/kafka/*'],
-              message: 'only the adapter itself and its entry (src/kafka.ts) may import adapters/kafka/',
+              message:
+                'only the adapter itself and its entries (src/kafka.ts, src/kafka-platformatic.ts) may import adapters/kafka/',
             },
             {
               group: ['**/adapters/nats/*'],

@@ -19,12 +19,24 @@ export const BROKER_LABEL: Record<BenchBroker, string> = {
 export function brokerConnection(broker: BenchBroker): BrokerConnection {
   switch (broker) {
     case 'kafka':
-      return { kind: 'kafka', kafka };
+      return { kind: 'kafka', kafka, publisher: kafkaPublisherClient() };
     case 'nats':
       return { kind: 'nats', nats };
     case 'rabbitmq':
       return { kind: 'rabbitmq', rabbitmq };
   }
+}
+
+/**
+ * The Kafka client the relays of the pipeline scenarios (drain, e2e, latency, scale, backlog) publish with, as
+ * for `postbox relay`: POSTBOX_KAFKA_PUBLISHER (kafkajs unless set; spawned roles inherit it). The relay scenario
+ * measures both every run.
+ */
+export function kafkaPublisherClient(): 'kafkajs' | 'platformatic' {
+  const raw = process.env.POSTBOX_KAFKA_PUBLISHER;
+  if (raw === undefined || raw === '' || raw === 'kafkajs') return 'kafkajs';
+  if (raw === 'platformatic') return 'platformatic';
+  throw new Error(`POSTBOX_KAFKA_PUBLISHER must be kafkajs or platformatic, got "${raw}"`);
 }
 
 /** What a spawned `postbox relay` or `postbox consume` needs to reach the broker (the stack's servers). */

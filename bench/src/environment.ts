@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import type { ConfigResourceTypes } from 'kafkajs';
 import type { BenchBroker } from './brokers.ts';
 import { kafka, nats, redact, stack } from './support.ts';
+import { kafkaPublisherClient } from './brokers.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 // kafkajs is CommonJS and its enums are not named exports under ESM: the protocol value of a broker resource.
@@ -151,10 +152,12 @@ async function kafkaSettings(): Promise<{ version: string; settings: Record<stri
     return {
       version: await kafkaVersion(),
       settings: {
-        // Every producer in the bench (the engine's KafkaPublisher, the raw baselines, the @platformatic/kafka adapter)
-        // sends with these two; the engine hard-codes them.
+        // Every producer in the bench (the engine's two Kafka publishers, the raw baselines) sends with these two;
+        // the engine hard-codes them.
         producerAcks: -1,
         producerIdempotent: true,
+        // The client the pipeline scenarios' relays publish with (POSTBOX_KAFKA_PUBLISHER).
+        relayPublisher: kafkaPublisherClient(),
         brokers: cluster.brokers.length,
         ...broker,
       },

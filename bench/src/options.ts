@@ -72,7 +72,8 @@ scenarios:
   e2e       live producer (business row + outbox row per transaction) → relay → Kafka → consumer, all at once
   drain     pre-filled outbox of N events → relay → Kafka (each --broker) → consumer → committed
   latency   open-loop load at 10 / 50 / 80 % of the measured e2e maximum; commit-to-consumer-commit percentiles
-  relay     pre-filled outbox drained to Kafka (and NATS, RabbitMQ with --broker) with 0 (main thread), 1, 2, 4 pool threads; @platformatic/kafka adapter
+  relay     pre-filled outbox drained to Kafka (and NATS, RabbitMQ with --broker) with 0 (main thread), 1, 2, 4 pool
+            threads; then with the @platformatic/kafka publisher (POSTBOX_KAFKA_PUBLISHER=platformatic)
   consumer  pre-filled topic consumed into the inbox: one transaction per event vs shared transactions
   scale     1, 2, 3 relay processes; 1, 2, 3 consumer processes (real \`postbox relay\` / \`postbox consume\`)
   backlog   a 2M (quick: 1M; --backlog 10000000 for 10M) backlog: resident memory of every role over time, claim rate at start and end
@@ -104,7 +105,9 @@ options:
                     summarise with: npm run profile-summary -- DIR (in-process scenarios: run the bench itself
                     under node --cpu-prof)
   --quick           small runs: all finishes in under 5 minutes
-  -h, --help        this text`;
+  -h, --help        this text
+environment:
+  POSTBOX_KAFKA_PUBLISHER=platformatic   the pipeline scenarios' relays publish with @platformatic/kafka`;
 
 export type Parsed = { help: true } | { help: false; options: BenchOptions };
 

@@ -91,6 +91,7 @@ export function markdownTable(rows: Row[], env: Environment, options: BenchOptio
     '',
     `Durability (read back from the servers): PostgreSQL fsync=${d.postgres.fsync}, synchronous_commit=${d.postgres.synchronous_commit}, ` +
       `wal_sync_method=${d.postgres.wal_sync_method}; Kafka producers acks=${d.kafka.producerAcks}, idempotent=${d.kafka.producerIdempotent}, ` +
+      `pipeline relays on ${d.kafka.relayPublisher ?? 'kafkajs'}, ` +
       `min.insync.replicas=${d.kafka['min.insync.replicas']}; Redis appendonly=${d.redis.appendonly}, appendfsync=${d.redis.appendfsync}` +
       (d.nats
         ? `; NATS ${v.nats} JetStream ${d.nats.storage} storage, ${d.nats.replicas} replica, ${d.nats.publish}.`

@@ -1,6 +1,6 @@
+import { PlatformaticKafkaPublisher } from '@postbox/engine/kafka-platformatic';
 import type { Publisher } from '@postbox/engine/runtime';
 import type { BrokerConnection } from '@postbox/workers';
-import { PlatformaticPublisher } from '../adapters/platformatic-publisher.ts';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
 import { BROKER_LABEL, brokerConnection, brokerTopic } from '../brokers.ts';
@@ -19,7 +19,8 @@ import { startRelay } from '../workload/pipeline.ts';
 
 /**
  * The relay alone: a pre-filled outbox of N rows drained to Kafka by one in-process relay with 0 (main thread),
- * 1, 2, 4 pool threads, then on the main thread through the @platformatic/kafka adapter. Each run: the relay is
+ * 1, 2, 4 pool threads, then on the main thread through the engine's @platformatic/kafka publisher
+ * (POSTBOX_KAFKA_PUBLISHER=platformatic). Each run: the relay is
  * started and warmed on an empty outbox, N rows appear in one commit, the clock runs until all are published.
  * With `--broker` naming nats or rabbitmq, the same runs to NATS JetStream (a stream per partition) or RabbitMQ
  * (quorum queues per partition), beside that broker's raw publishing.
@@ -85,9 +86,13 @@ async function relayToKafka({ options, report }: Bench): Promise<void> {
   try {
     const byThreads: Record<string, number> = {};
     for (const threads of options.threads) byThreads[threads] = await drainOnce(db, topic, options, threads, null);
-    const platformatic = await drainOnce(db, topic, options, 0, new PlatformaticPublisher(kafka)).catch(
-      (cause: unknown) => cause as Error,
-    );
+    const platformatic = await drainOnce(
+      db,
+      topic,
+      options,
+      0,
+      new PlatformaticKafkaPublisher({ ...kafka, clientId: 'postbox-bench-relay' }),
+    ).catch((cause: unknown) => cause as Error);
     const [bestThreads, best] = Object.entries(byThreads).sort((a, b) => b[1] - a[1])[0]!;
     const naive = report.baseline('naiveRelay');
     const peer = report.peer('pgTransactionalOutbox');

@@ -11,6 +11,7 @@ import {
   type SubscriberCrash,
   type TopicSpec,
 } from '@postbox/engine/kafka';
+import { PlatformaticKafkaPublisher } from '@postbox/engine/kafka-platformatic';
 import {
   ensureStreams,
   NatsOffsets,
@@ -31,7 +32,12 @@ import type { BrokerOffsets, TopicReader } from '@postbox/engine/verify';
 
 /** The broker a relay publishes to (POSTBOX_BROKER): plain data, so it crosses into worker threads. */
 export type BrokerConnection =
-  | { kind: 'kafka'; kafka: KafkaConnection }
+  | {
+      kind: 'kafka';
+      kafka: KafkaConnection;
+      /** The client the relay publishes with: kafkajs (the default) or @platformatic/kafka. */
+      publisher?: 'kafkajs' | 'platformatic';
+    }
   | { kind: 'nats'; nats: NatsConnectionOptions }
   | { kind: 'rabbitmq'; rabbitmq: { url: string } };
 
@@ -62,8 +68,12 @@ export function createPublisher(
   role: string,
 ): Publisher {
   switch (broker.kind) {
-    case 'kafka':
-      return new KafkaPublisher({ ...broker.kafka, clientId: `${broker.kafka.clientId ?? 'postbox'}-${role}` });
+    case 'kafka': {
+      const options = { ...broker.kafka, clientId: `${broker.kafka.clientId ?? 'postbox'}-${role}` };
+      return broker.publisher === 'platformatic'
+        ? new PlatformaticKafkaPublisher(options)
+        : new KafkaPublisher(options);
+    }
     case 'nats':
       return new NatsPublisher({ ...broker.nats, name: `${broker.nats.name ?? 'postbox'}-${role}`, partitions });
     case 'rabbitmq':

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type Sql } from '@postbox/engine';
 import { ensureTopics, KafkaOffsets, KafkaPublisher, KafkaSubscriber, KafkaTopicReader } from '@postbox/engine/kafka';
+import { PlatformaticKafkaPublisher } from '@postbox/engine/kafka-platformatic';
 import { AMQPClient } from '@cloudamqp/amqp-client';
 import { ensureStreams, NatsOffsets, NatsPublisher, NatsSubscriber, NatsTopicReader } from '@postbox/engine/nats';
 import {
@@ -98,6 +99,26 @@ export function kafkaAdapter(): AdapterUnderTest {
     reader: () =>
       tracked(new KafkaTopicReader({ brokers: brokers(), clientId: 'postbox-conformance', timeoutMs: 30_000 })),
     offsets: () => tracked(new KafkaOffsets({ brokers: brokers(), clientId: 'postbox-conformance' })),
+  };
+}
+
+/**
+ * Kafka with the relay's other client (POSTBOX_KAFKA_PUBLISHER=platformatic): the publisher over
+ * @platformatic/kafka, read back with the kafkajs reader. Publisher only: consumers read with kafkajs.
+ */
+export function kafkaPlatformaticAdapter(): AdapterUnderTest {
+  const kafka = kafkaAdapter();
+  return {
+    ...kafka,
+    name: 'kafka (@platformatic/kafka)',
+    features: { ...kafka.features, subscriber: 'publisher only: consumers read with kafkajs' },
+    publisher: (options = {}) =>
+      tracked(
+        new PlatformaticKafkaPublisher({
+          brokers: options.unreachable ? ['127.0.0.1:1'] : stack.KAFKA_BROKERS.split(','),
+          clientId: 'postbox-conformance',
+        }),
+      ),
   };
 }
 
@@ -217,7 +238,12 @@ export function rabbitmqAdapter(): AdapterUnderTest {
   };
 }
 
-export const ADAPTERS: Array<() => AdapterUnderTest> = [kafkaAdapter, natsAdapter, rabbitmqAdapter];
+export const ADAPTERS: Array<() => AdapterUnderTest> = [
+  kafkaAdapter,
+  kafkaPlatformaticAdapter,
+  natsAdapter,
+  rabbitmqAdapter,
+];
 
 export function uniqueName(prefix: string): string {
   return `${prefix}.${randomBytes(5).toString('hex')}`;

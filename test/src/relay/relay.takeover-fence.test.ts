@@ -35,12 +35,15 @@ let pg: PrivateStack;
 let db: TestDatabase | undefined;
 const pools: Sql[] = [];
 const relays: Relay[] = [];
+const stalledPublishers: Array<{ release(): void }> = [];
 
 before(async () => {
   pg = await startPrivateStack({ postgres: { proxy: true, settings: ['wal_writer_delay=10s', 'autovacuum=off'] } });
 });
 
 after(async () => {
+  // A stalled publish holds its relay's stop: let it end first (a failed assertion leaves it stalled).
+  for (const stalled of stalledPublishers) stalled.release();
   for (const relay of relays) await relay.stop().catch(() => {});
   for (const pool of pools) await pool.end({ timeout: 1 }).catch(() => {});
   await db?.drop().catch(() => {});
@@ -148,13 +151,14 @@ async function fencedTakeover(crash: Crash): Promise<void> {
   const proxyPort = pg.proxies.postgres!.port;
   const directPort = new URL(pg.direct.DATABASE_URL!).port;
   const viaProxy = fresh.url.replace(`:${directPort}/`, `:${proxyPort}/`);
-  const total = await writeEvents(fresh.sql, topic, 12, 5, 60);
+  const total = await writeEvents(fresh.sql, topic, 48, 3, 72);
   const options = resolveRelayOptions({ laneLeaseMs: LANE_LEASE_MS, leaseMs: BATCH_LEASE_MS, pollMs: 200 });
 
   // Relay A: every connection through the proxy; its publish stalls.
   const aSql = connect({ url: viaProxy, max: 4, applicationName: 'postbox-test-fence-a' });
   pools.push(aSql);
   const stalled = stalledPublisher();
+  stalledPublishers.push(stalled);
   const a = new Relay({ sql: aSql, executor: inlineExecutor({ sql: aSql, publisher: stalled, options }), options });
   relays.push(a);
   const goDown = await crash.prepare(fresh);
@@ -181,24 +185,48 @@ async function fencedTakeover(crash: Crash): Promise<void> {
   const lastLease = Math.min(...leases.map((l) => l.lease_until.getTime()));
   const fence = Math.min(lastLease, serverStartedAfter) + BATCH_LEASE_MS;
 
-  const bSql = connect({ url: fresh.url, max: 4, applicationName: 'postbox-test-fence-b' });
-  pools.push(bSql);
-  const recording = recordingPublisher();
-  const b = new Relay({ sql: bSql, executor: inlineExecutor({ sql: bSql, publisher: recording, options }), options });
-  relays.push(b);
-  const bStarted = Date.now();
-  await b.start();
-  assert.ok(b.stats().lanes.length > 0, 'B took lanes over at its start');
-  assert.ok(bStarted < fence - 2000, `B started ${fence - bStarted} ms before the fence: the test shows something`);
+  // B takes every lane at its start; C, started once B holds them, gets half of them from B, which gives them back
+  // as surplus while they still wait out the fence: the fence must go with them.
+  const b = await startRecordingRelay(fresh.url, 'b', options);
+  assert.ok(b.relay.stats().lanes.length > 0, 'B took lanes over at its start');
+  const c = await startRecordingRelay(fresh.url, 'c', options);
+  await waitFor('C holds lanes given back by B', async () => c.relay.stats().lanes.length > 0, 10_000, 100);
+  const handedOver = Date.now();
+  assert.ok(
+    handedOver < fence - 2000,
+    `C got lanes ${fence - handedOver} ms before the fence: the test shows something`,
+  );
 
   await allPublished(fresh.sql, topic, total, 90_000);
-  const first = Math.min(...recording.calls);
-  assert.ok(
-    first >= fence,
-    `B's first publish came ${fence - first} ms before the fence (${new Date(fence).toISOString()}): ` +
-      `A may still have been sending those rows`,
-  );
+  for (const [name, relay] of [
+    ['B', b],
+    ['C', c],
+  ] as const) {
+    assert.ok(relay.calls.length > 0, `${name} published some of the events`);
+    const first = Math.min(...relay.calls);
+    assert.ok(
+      first >= fence,
+      `${name}'s first publish came ${fence - first} ms before the fence (${new Date(fence).toISOString()}): ` +
+        `A may still have been sending those rows`,
+    );
+  }
   stalled.release();
-  await b.stop();
+  await b.relay.stop();
+  await c.relay.stop();
   await a.stop();
+}
+
+/** A relay on its own pool that publishes to Kafka and records when each publish began. */
+async function startRecordingRelay(
+  url: string,
+  name: string,
+  options: ReturnType<typeof resolveRelayOptions>,
+): Promise<{ relay: Relay; calls: number[] }> {
+  const sql = connect({ url, max: 4, applicationName: `postbox-test-fence-${name}` });
+  pools.push(sql);
+  const publisher = recordingPublisher();
+  const relay = new Relay({ sql, executor: inlineExecutor({ sql, publisher, options }), options });
+  relays.push(relay);
+  await relay.start();
+  return { relay, calls: publisher.calls };
 }

@@ -189,6 +189,14 @@ function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnecti
   return connection;
 }
 
+/** POSTBOX_KAFKA_PUBLISHER: the client the relay publishes with (the consumer reads with kafkajs either way). */
+function kafkaPublisherClient(env: NodeJS.ProcessEnv): 'kafkajs' | 'platformatic' {
+  const raw = env.POSTBOX_KAFKA_PUBLISHER;
+  if (raw === undefined || raw === '' || raw === 'kafkajs') return 'kafkajs';
+  if (raw === 'platformatic') return 'platformatic';
+  throw new ConfigError(`POSTBOX_KAFKA_PUBLISHER must be kafkajs or platformatic, got "${raw}"`);
+}
+
 function readCaFile(file: string, variable: string): string {
   try {
     return readFileSync(file, 'utf8');
@@ -260,6 +268,7 @@ function brokerConnection(kind: BrokerKind, links: LinkEnv, env: NodeJS.ProcessE
       return {
         kind,
         kafka: kafkaConnection(requireLink(links, 'KAFKA_BROKERS', 'your Kafka brokers, host:port,…'), env),
+        publisher: kafkaPublisherClient(env),
       };
     case 'nats': {
       const url = requireLink(links, 'NATS_URL', 'your NATS servers (POSTBOX_BROKER=nats)');

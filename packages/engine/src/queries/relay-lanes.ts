@@ -28,17 +28,18 @@ export async function renewLanes(sql: Queryable, owner: string, leaseMs: number)
 export interface AcquiredLane {
   lane: number;
   /**
-   * A moment after the previous owner's last claim in this lane — its lease's end, or the server's last start
-   * or crash recovery if that came first: a claim needs a live lease, and the claim's record (committed
-   * asynchronously, ADR 0010) can only have been lost before the server went down. Null when the lane was given
-   * back (released: nothing was in flight) or never held.
+   * A moment after the previous owner's last claim in this lane — its lease's end (or when it gave the lane
+   * back), or the server's last start or crash recovery if that came first: a claim needs a live lease (committed
+   * synchronously, so durable), and the claim's record (committed asynchronously, ADR 0010) can only have been
+   * lost before the server went down. Null when the lane was never held.
    */
   lastClaimBefore: Date | null;
 }
 
 /**
  * Takes up to `count` lanes that nobody holds or whose lease expired (their relay died or stalled).
- * Returns: the lanes taken. Locks: those rows (SKIP LOCKED: two relays never take the same lane).
+ * Returns: the lanes taken, each with when its previous owner claimed last at the latest (for the takeover
+ * fence, relay/takeover-fence.ts). Locks: those rows (SKIP LOCKED: two relays never take the same lane).
  */
 export async function acquireLanes(
   sql: Queryable,
@@ -49,7 +50,7 @@ export async function acquireLanes(
   if (count <= 0) return [];
   const rows = await sql<{ lane: number; last_claim_before: Date | null }[]>`
     WITH free AS (
-      SELECT lane, owner, lease_until FROM relay_lane
+      SELECT lane, lease_until FROM relay_lane
       WHERE owner IS NULL OR lease_until IS NULL OR lease_until < now()
       ORDER BY lane
       LIMIT ${count}
@@ -63,21 +64,27 @@ export async function acquireLanes(
     FROM free CROSS JOIN server
     WHERE l.lane = free.lane
     RETURNING l.lane,
-              CASE WHEN free.owner IS NULL OR free.lease_until IS NULL THEN NULL
+              CASE WHEN free.lease_until IS NULL THEN NULL
                    ELSE least(free.lease_until, server.started_at) END AS last_claim_before`;
   return rows.map((r) => ({ lane: r.lane, lastClaimBefore: r.last_claim_before }));
 }
 
-/** Gives a lane back so another relay can take it at once. Locks: the lane's row. */
+/**
+ * Gives a lane back so another relay can take it at once. The lease ends now rather than vanishing: the next
+ * owner's takeover fence (acquireLanes) is then computed from it, so a lane given back while it still waited out
+ * a fence (taken right after a crash, then released as surplus) keeps that wait. Locks: the lane's row.
+ */
 export async function releaseLane(sql: Queryable, owner: string, lane: number): Promise<void> {
   await sql`
-    UPDATE relay_lane SET owner = NULL, lease_until = NULL, owned_since = NULL
+    UPDATE relay_lane SET owner = NULL, lease_until = least(lease_until, now()), owned_since = NULL
     WHERE lane = ${lane} AND owner = ${owner}`;
 }
 
-/** Leaves the relay set: releases every lane and forgets the instance. Locks: those rows. */
+/** Leaves the relay set: releases every lane (as releaseLane) and forgets the instance. Locks: those rows. */
 export async function leaveRelaySet(sql: Queryable, owner: string): Promise<void> {
-  await sql`UPDATE relay_lane SET owner = NULL, lease_until = NULL, owned_since = NULL WHERE owner = ${owner}`;
+  await sql`
+    UPDATE relay_lane SET owner = NULL, lease_until = least(lease_until, now()), owned_since = NULL
+    WHERE owner = ${owner}`;
   await sql`DELETE FROM relay_instance WHERE owner = ${owner}`;
 }
 

@@ -73,7 +73,8 @@ interface LaneState {
  * While running, every lane this relay leases is in one of: idle (waiting for a wake-up, the poll or its pause
  * to end), busy (one cycle in flight: never two per lane, which keeps the lane's order), or releasing (over the
  * fair share: no new cycle, given back once idle); a lane just taken over is also held back (`takeover`) until
- * the previous owner's leases in it are over, so nothing overtakes a row that owner may still be sending. A
+ * the previous owner's leases in it are over — and its takeover fence, for a batch whose lease a server crash lost
+ * (ADR 0011) — so nothing overtakes a row that owner may still be sending. A
  * cycle that came back full runs again at once; wake-ups (NOTIFY after a business commit) and the poll make idle
  * lanes due. stop() stops claiming, waits for in-flight cycles to settle, hands back leases of anything claimed
  * and unsettled, and leaves the relay set so other relays take the lanes at once.
@@ -235,7 +236,7 @@ export class Relay {
     const until = Math.max(...fenced.map((lane) => this.#lanes.get(lane)!.fence!.getTime()));
     this.#log.info(
       { lanes: fenced, until: new Date(until).toISOString() },
-      'lanes taken over within a batch lease of a PostgreSQL restart wait until any batch of their previous owner is over',
+      'lanes taken over after a PostgreSQL restart or crash recovery wait out their takeover fence (ADR 0011)',
     );
   }
 

@@ -1,7 +1,7 @@
 import { BrokerError, PostboxError, type ErrorKind } from '../../errors.ts';
 
-// Protocol errors that no retry fixes without a change of configuration or message.
-const PERMANENT_TYPES = new Set([
+// Protocol errors that no retry fixes without a change of configuration or message (either client's adapter).
+export const PERMANENT_TYPES: ReadonlySet<string> = new Set([
   'MESSAGE_TOO_LARGE',
   'RECORD_LIST_TOO_LARGE',
   'INVALID_RECORD',
@@ -17,7 +17,7 @@ const PERMANENT_TYPES = new Set([
 // Retried a few times, then permanent. A topic just created is not yet known to every broker (its metadata
 // propagates), so the first refusals are transient; a topic still unknown after that is misconfiguration, and
 // retrying it for hours would hold up its lane's other events.
-const PERMANENT_AFTER = new Map([['UNKNOWN_TOPIC_OR_PARTITION', 8]]);
+export const PERMANENT_AFTER: ReadonlyMap<string, number> = new Map([['UNKNOWN_TOPIC_OR_PARTITION', 8]]);
 
 // The broker may have appended the records before the failure reached us.
 const UNKNOWN_NAMES = new Set(['KafkaJSRequestTimeoutError']);

@@ -2,7 +2,7 @@ import { Partitioners, type Message, type Producer, type RecordMetadata } from '
 import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import { toKafkaHeaders } from './headers.ts';
-import { BrokerError } from '../../errors.ts';
+import { SendQueue } from './send-queue.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 
 export interface KafkaPublisherOptions extends KafkaConnection {
@@ -32,19 +32,20 @@ export class KafkaPublisher implements Publisher {
   readonly #options: KafkaPublisherOptions;
   #producer: Producer;
   readonly #ackTimeoutMs: number;
-  readonly #stallMs: number;
   // The partitioner is the one place kafkajs reveals which partition it chose for each message.
   readonly #chosen = new WeakMap<Message, number>();
   #connecting: { producer: Producer; promise: Promise<void> } | null = null;
-  // The send in progress (settled, never rejected): the next one starts after it.
-  #tail: Promise<unknown> = Promise.resolve();
+  readonly #queue: SendQueue;
   #closed = false;
 
   constructor(options: KafkaPublisherOptions) {
     this.#options = options;
     this.#producer = this.#newProducer();
     this.#ackTimeoutMs = options.ackTimeoutMs ?? 10_000;
-    this.#stallMs = 2 * this.#ackTimeoutMs;
+    this.#queue = new SendQueue((messages) => {
+      const producer = this.#producer;
+      return { result: this.#send(producer, messages), abandon: () => this.#renew(producer) };
+    }, 2 * this.#ackTimeoutMs);
   }
 
   #newProducer(): Producer {
@@ -73,67 +74,9 @@ export class KafkaPublisher implements Publisher {
     void failed.disconnect().catch(() => {});
   }
 
-  /**
-   * Sends the messages, confirming each. A broker refusing a request as too large (a record over the topic's
-   * max.message.bytes, or a partition's records together over it) says nothing about which record: the request is
-   * split in halves, in order, until each part is accepted or is one record, which alone fails permanently — so
-   * one oversize event never fails its neighbours. Any other failure of a part stops there: the records after
-   * it get the same outcome unsent, and nothing overtakes a record that is to be retried.
-   */
-  async publish(messages: OutboundMessage[], options: PublishOptions = {}): Promise<PublishOutcome[]> {
-    if (messages.length === 0) return [];
-    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
-    return this.#publishBy(messages, deadline);
-  }
-
-  async #publishBy(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
-    const outcomes = await this.#queued(messages, deadline);
-    const first = outcomes.find((o) => !o.ok);
-    if (!first || first.ok || !TOO_LARGE.has(first.error.code) || messages.length === 1) return outcomes;
-    const half = Math.ceil(messages.length / 2);
-    const left = await this.#publishBy(messages.slice(0, half), deadline);
-    const stop = left.find((o) => !o.ok && o.error.kind !== 'permanent');
-    const right = stop ? messages.slice(half).map(() => stop) : await this.#publishBy(messages.slice(half), deadline);
-    return [...left, ...right];
-  }
-
-  /**
-   * One send at a time (see the class comment). The caller hears by its deadline (unknown if not confirmed by
-   * then; a send whose turn comes after the deadline is not made). A send that stalls — no answer within
-   * twice the ack timeout — loses its producer, so the sends queued behind it go on with a fresh one.
-   */
-  #queued(messages: OutboundMessage[], deadline: number): Promise<PublishOutcome[]> {
-    const run = this.#tail.then(async (): Promise<PublishOutcome[]> => {
-      if (deadline <= Date.now())
-        return unsent(
-          messages,
-          new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'),
-        );
-      const producer = this.#producer;
-      let timer: NodeJS.Timeout | undefined;
-      const stalled = new Promise<PublishOutcome[]>((resolve) => {
-        timer = setTimeout(() => {
-          this.#renew(producer);
-          resolve(
-            unsent(
-              messages,
-              new BrokerError(
-                'publish_timeout',
-                'unknown',
-                `the broker did not answer within ${this.#stallMs} ms; producer replaced`,
-              ),
-            ),
-          );
-        }, this.#stallMs);
-      });
-      try {
-        return await Promise.race([this.#send(producer, messages), stalled]);
-      } finally {
-        clearTimeout(timer);
-      }
-    });
-    this.#tail = run.catch(() => {});
-    return deadline === Infinity ? run : byDeadline(run, deadline, messages);
+  /** One send at a time, by the deadline, oversize batches split: send-queue.ts. */
+  publish(messages: OutboundMessage[], options: PublishOptions = {}): Promise<PublishOutcome[]> {
+    return this.#queue.publish(messages, options);
   }
 
   async #send(producer: Producer, messages: OutboundMessage[]): Promise<PublishOutcome[]> {
@@ -174,7 +117,7 @@ export class KafkaPublisher implements Publisher {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#tail;
+    await this.#queue.idle();
     await this.#producer.disconnect().catch(() => {});
   }
 
@@ -192,35 +135,6 @@ export class KafkaPublisher implements Publisher {
     return this.#connecting.promise;
   }
 }
-
-async function byDeadline(
-  run: Promise<PublishOutcome[]>,
-  deadline: number,
-  messages: OutboundMessage[],
-): Promise<PublishOutcome[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<PublishOutcome[]>((resolve) => {
-    timer = setTimeout(
-      () =>
-        resolve(
-          unsent(messages, new BrokerError('publish_timeout', 'unknown', 'not confirmed by the publish deadline')),
-        ),
-      Math.max(0, deadline - Date.now()),
-    );
-  });
-  try {
-    return await Promise.race([run, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function unsent(messages: OutboundMessage[], error: BrokerError): PublishOutcome[] {
-  return messages.map(() => ({ ok: false, error }));
-}
-
-// A request over the broker's size limit; which of its records caused it is unknown until split.
-const TOO_LARGE = new Set(['kafka_message_too_large', 'kafka_record_list_too_large']);
 
 function confirmations(
   messages: OutboundMessage[],
