@@ -61,6 +61,8 @@ export async function startRelay(options: RelayRuntimeOptions): Promise<RunningR
       await sql.end({ timeout: 5 });
     }
   };
+  if (options.broker.kind === 'kafka')
+    log.info({ kafkaPublisher: options.broker.publisher ?? 'kafkajs', threads }, 'relay publishes to Kafka');
   try {
     await relay.start();
   } catch (cause) {
