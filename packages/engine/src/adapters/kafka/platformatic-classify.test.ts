@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AuthenticationError, MultipleErrors, NetworkError, ProtocolError, TimeoutError } from '@platformatic/kafka';
+import {
+  AuthenticationError,
+  MultipleErrors,
+  NetworkError,
+  ProtocolError,
+  TimeoutError,
+  UserError,
+} from '@platformatic/kafka';
 import { BrokerError } from '../../errors.ts';
 import { classifyPlatformaticError } from './platformatic-classify.ts';
 
@@ -36,6 +43,25 @@ test('@platformatic/kafka errors get the kafkajs adapter codes and kinds: perman
 
   const auth = classifyPlatformaticError(new AuthenticationError('SASL authentication failed.'));
   assert.deepEqual([auth.code, auth.kind], ['kafka_sasl_authentication_failed', 'permanent']);
+
+  // The client's metadata turns an unknown topic into a user error: kafkajs' code, transient for a few attempts.
+  const noTopic = classifyPlatformaticError(sendFailed(new UserError('Unknown topic orders.events.')));
+  assert.ok(noTopic instanceof BrokerError);
+  assert.deepEqual(
+    [noTopic.code, noTopic.kind, noTopic.permanentAfter],
+    ['kafka_unknown_topic_or_partition', 'transient', 8],
+  );
+
+  // A record's own error (UNKNOWN_SERVER_ERROR, listed first) does not hide the partition's; a permanent error
+  // of a later attempt is not hidden by an earlier transient one.
+  const invalid = classifyPlatformaticError(
+    sendFailed(new ProtocolError('UNKNOWN_SERVER_ERROR'), new ProtocolError('INVALID_RECORD')),
+  );
+  assert.deepEqual([invalid.code, invalid.kind], ['kafka_invalid_record', 'permanent']);
+  const retried = classifyPlatformaticError(
+    sendFailed(new ProtocolError('NOT_LEADER_OR_FOLLOWER'), new ProtocolError('MESSAGE_TOO_LARGE')),
+  );
+  assert.deepEqual([retried.code, retried.kind], ['kafka_message_too_large', 'permanent']);
 
   const other = classifyPlatformaticError(new Error('socket hang up'));
   assert.deepEqual([other.code, other.kind], ['kafka_error', 'transient']);

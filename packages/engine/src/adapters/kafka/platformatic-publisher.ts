@@ -1,6 +1,7 @@
-import { compatibilityPartitioner, ProduceAcks, Producer, stringSerializer } from '@platformatic/kafka';
+import { ProduceAcks, Producer, stringSerializer } from '@platformatic/kafka';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
+import { partitionForKey } from '../../envelope/key-partition.ts';
 import { BrokerError } from '../../errors.ts';
 import type { KafkaConnection } from './client.ts';
 import { toKafkaHeaders } from './headers.ts';
@@ -19,7 +20,9 @@ type KafkaProducer = Producer<Buffer, Buffer, string, string>;
  *
  * On a failed send the client itself forgets its producer id and numbers (the next send starts a new idempotent
  * producer), so nothing sent later reuses the failed request's sequence numbers. Sends are still one at a time
- * (send-queue.ts), and a send with no answer within twice the request timeout closes its producer for a new one.
+ * (send-queue.ts), and a send with no answer within twice the ack timeout closes its producer for a new one;
+ * requests time out after `requestTimeoutMs`, so the client's own retries (same numbers: the broker drops a
+ * repeat) come first.
  */
 export class PlatformaticKafkaPublisher implements Publisher {
   readonly #options: KafkaPublisherOptions;
@@ -58,6 +61,7 @@ export class PlatformaticKafkaPublisher implements Publisher {
       acks: ProduceAcks.ALL,
       autocreateTopics: false,
       connectTimeout: o.connectionTimeoutMs ?? 3000,
+      requestTimeout: o.requestTimeoutMs ?? 10_000,
       timeout: o.ackTimeoutMs ?? 10_000,
       // Within one call the client may retry a request (the idempotent numbers make that duplicate-free); across
       // calls the relay's durable backoff is the only retry layer.
@@ -79,7 +83,14 @@ export class PlatformaticKafkaPublisher implements Publisher {
     try {
       partitions = await partitionsOf(producer, messages);
     } catch (cause) {
-      return unsent(messages, toBrokerError(cause));
+      // Nothing was sent yet: whatever failed, no record can have been stored.
+      const error = toBrokerError(cause);
+      return unsent(
+        messages,
+        error.kind === 'unknown'
+          ? new BrokerError(error.code, 'transient', error.message, { cause, ...permanentAfterOf(error) })
+          : error,
+      );
     }
     try {
       const result = await producer.send({
@@ -99,7 +110,10 @@ export class PlatformaticKafkaPublisher implements Publisher {
   }
 }
 
-/** Each message's partition: murmur2 of its key, masked positive, modulo the topic's partition count. */
+/**
+ * Each message's partition: murmur2 of its key, masked positive, modulo the topic's partition count (the
+ * engine's partitionForKey, the placement the conformance suite checks). The client applies the same count.
+ */
 async function partitionsOf(producer: KafkaProducer, messages: OutboundMessage[]): Promise<number[]> {
   const topics = [...new Set(messages.map((m) => m.topic))];
   // The client keeps the cluster's metadata (metadataMaxAge): a lookup per send, not a request.
@@ -117,7 +131,7 @@ async function partitionsOf(producer: KafkaProducer, messages: OutboundMessage[]
     }
     counts.set(topic, count);
   }
-  return messages.map((m) => compatibilityPartitioner(undefined as never, Buffer.from(m.key)) % counts.get(m.topic)!);
+  return messages.map((m) => partitionForKey(m.key, counts.get(m.topic)!));
 }
 
 function confirmations(
@@ -141,6 +155,10 @@ function confirmations(
     }
     return { ok: true, confirmation: { partition: partitions[i]!, offset: (first + index).toString() } };
   });
+}
+
+function permanentAfterOf(error: BrokerError): { permanentAfter?: number } {
+  return error.permanentAfter === undefined ? {} : { permanentAfter: error.permanentAfter };
 }
 
 function toBrokerError(cause: unknown): BrokerError {
