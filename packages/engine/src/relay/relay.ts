@@ -213,11 +213,11 @@ export class Relay {
         const state = this.#lanes.get(lane);
         if (state) state.releasing = true;
       }
-      if (changes.gained.length || changes.lost.length) {
-        const gained = changes.gained.map((g) => g.lane);
+      const gained = changes.gained.map((g) => g.lane);
+      if (gained.length || changes.lost.length) {
         this.#log.info({ gained, lost: changes.lost, lanes: [...changes.owned] }, 'relay lanes changed');
       }
-      this.#logFences(changes.gained.map((g) => g.lane));
+      this.#logFences(gained);
       await this.#releaseIdleSurplus();
       if (this.#renewStreak.count > 0) this.#retryFailedLanesNow();
       this.#renewStreak.succeeded();
