@@ -17,7 +17,7 @@ import { committed, startConsumer } from '../workload/pipeline.ts';
 
 const THREADS = defaultConsumerLimits.threads;
 /**
- * A larger prefetch than the default (1000 events, 16 MiB): the consumer pauses its partitions at the cap and
+ * A larger prefetch than the default (4000 events, 16 MiB): the consumer pauses its partitions at the cap and
  * resumes below half (from the records the subscriber holds); this run shows what the cap still costs.
  */
 const WIDE: Partial<ConsumerLimits> = { maxInFlightEvents: 8000, maxInFlightBytes: 64 * 1024 * 1024 };
