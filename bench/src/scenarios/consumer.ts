@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defaultConsumerLimits, type ConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -12,6 +13,7 @@ import {
   until,
   type BenchDatabase,
 } from '../support.ts';
+import { startCpuMeter } from '../workload/cpu.ts';
 import { fillTopic } from '../workload/fill.ts';
 import { committed, startConsumer } from '../workload/pipeline.ts';
 
@@ -96,7 +98,7 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
         ['raw consume', ratio(batched.rate, rawConsume)],
         ['handler per event', ratio(batched.rate, shared.rate)],
       ],
-      `${batched.events} events in ${batched.seconds.toFixed(1)} s`,
+      `${batched.events} events in ${batched.seconds.toFixed(1)} s; ${describeConsumerCpu(batched.cpu)}`,
     );
     report.row(
       'consumer',
@@ -106,12 +108,31 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
         ['raw inbox batched', ratio(wide.rate, rawBatch)],
         ['default prefetch', ratio(wide.rate, batched.rate)],
       ],
-      'what the default cap costs',
+      `what the default cap costs; ${describeConsumerCpu(wide.cpu)}`,
     );
   } finally {
     await db.drop();
     await deleteTopics([topic]);
   }
+}
+
+interface ConsumeRun {
+  rate: number;
+  events: number;
+  seconds: number;
+  pauses: number;
+  tasks: number;
+  /**
+   * CPU microseconds per event: the consumer (this process, all its threads), the rest of the machine (PostgreSQL,
+   * Kafka, the kernel), and the machine's idle share over the run — idle cores mean the consumer waited, not worked.
+   */
+  cpu: { consumerUs: number; restUs: number; machineUs: number; machineIdle: number };
+}
+
+/** "consumer 58 µs, rest 31 µs per event (machine 89 µs), machine 11 % idle" */
+function describeConsumerCpu(c: ConsumeRun['cpu']): string {
+  const us = (n: number) => `${Math.round(n).toLocaleString('en-US')} µs`;
+  return `CPU: consumer ${us(c.consumerUs)}, rest ${us(c.restUs)} per event (machine ${us(c.machineUs)}), machine ${Math.round(c.machineIdle * 100)} % idle`;
 }
 
 async function consumeOnce(
@@ -121,7 +142,7 @@ async function consumeOnce(
   label: string,
   limits: Partial<ConsumerLimits>,
   handler?: URL,
-): Promise<{ rate: number; events: number; seconds: number; pauses: number; tasks: number }> {
+): Promise<ConsumeRun> {
   const consumer = await startConsumer(db, {
     name: uniqueName(`bench-consumer-${label}`),
     topic,
@@ -132,6 +153,7 @@ async function consumeOnce(
   try {
     await until(() => consumer.stats().received > 0, 'the consumer to receive its first record', 60_000, 5);
     const started = performance.now();
+    const cpu = startCpuMeter({ producer: true });
     const capMs = options.windowMs * 2;
     const bar = progressBar(`consumer, ${label}`, options.events);
     while (committed(consumer.stats()) < options.events && performance.now() - started < capMs) {
@@ -142,7 +164,22 @@ async function consumeOnce(
     const events = committed(stats);
     bar(options.events);
     const seconds = (performance.now() - started) / 1000;
-    return { rate: perSecond(events, seconds), events, seconds, pauses: stats.pauses, tasks: stats.tasks };
+    const used = cpu.perEvent(events);
+    const idle = 1 - (used.machine * events) / 1e6 / (seconds * availableParallelism());
+    return {
+      rate: perSecond(events, seconds),
+      events,
+      seconds,
+      pauses: stats.pauses,
+      tasks: stats.tasks,
+      // The consumer runs in this process: its CPU is the meter's "producer" (this process's own time).
+      cpu: {
+        consumerUs: used.producer ?? 0,
+        restUs: used.rest,
+        machineUs: used.machine,
+        machineIdle: Math.max(0, idle),
+      },
+    };
   } finally {
     await consumer.stop();
   }
