@@ -1,4 +1,3 @@
-import { availableParallelism } from 'node:os';
 import { defaultConsumerLimits, type ConsumerLimits } from '@postbox/engine';
 import type { Bench } from '../context.ts';
 import { rate, ratio } from '../report.ts';
@@ -13,7 +12,7 @@ import {
   until,
   type BenchDatabase,
 } from '../support.ts';
-import { startCpuMeter } from '../workload/cpu.ts';
+import { machineCpuCount, startCpuMeter } from '../workload/cpu.ts';
 import { fillTopic } from '../workload/fill.ts';
 import { committed, startConsumer } from '../workload/pipeline.ts';
 
@@ -98,7 +97,7 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
         ['raw consume', ratio(batched.rate, rawConsume)],
         ['handler per event', ratio(batched.rate, shared.rate)],
       ],
-      `${batched.events} events in ${batched.seconds.toFixed(1)} s; ${describeConsumerCpu(batched.cpu)}`,
+      `${batched.events} events in ${batched.seconds.toFixed(1)} s; ${describeConsumerCpu(batched)}`,
     );
     report.row(
       'consumer',
@@ -108,7 +107,7 @@ export async function consumerScenario({ options, report }: Bench): Promise<void
         ['raw inbox batched', ratio(wide.rate, rawBatch)],
         ['default prefetch', ratio(wide.rate, batched.rate)],
       ],
-      `what the default cap costs; ${describeConsumerCpu(wide.cpu)}`,
+      `what the default cap costs; ${describeConsumerCpu(wide)}`,
     );
   } finally {
     await db.drop();
@@ -124,15 +123,17 @@ interface ConsumeRun {
   tasks: number;
   /**
    * CPU microseconds per event: the consumer (this process, all its threads), the rest of the machine (PostgreSQL,
-   * Kafka, the kernel), and the machine's idle share over the run — idle cores mean the consumer waited, not worked.
+   * Kafka, the kernel), and the machine's idle share over the run (iowait counted as idle) — idle cores mean the
+   * consumer waited, not worked.
    */
   cpu: { consumerUs: number; restUs: number; machineUs: number; machineIdle: number };
 }
 
-/** "consumer 58 µs, rest 31 µs per event (machine 89 µs), machine 11 % idle" */
-function describeConsumerCpu(c: ConsumeRun['cpu']): string {
+/** "CPU: consumer 58 µs, rest 31 µs per event (machine 89 µs), machine 11 % idle, 25 pauses" */
+function describeConsumerCpu(run: ConsumeRun): string {
+  const c = run.cpu;
   const us = (n: number) => `${Math.round(n).toLocaleString('en-US')} µs`;
-  return `CPU: consumer ${us(c.consumerUs)}, rest ${us(c.restUs)} per event (machine ${us(c.machineUs)}), machine ${Math.round(c.machineIdle * 100)} % idle`;
+  return `CPU: consumer ${us(c.consumerUs)}, rest ${us(c.restUs)} per event (machine ${us(c.machineUs)}), machine ${Math.round(c.machineIdle * 100)} % idle, ${run.pauses} pauses`;
 }
 
 async function consumeOnce(
@@ -165,7 +166,8 @@ async function consumeOnce(
     bar(options.events);
     const seconds = (performance.now() - started) / 1000;
     const used = cpu.perEvent(events);
-    const idle = 1 - (used.machine * events) / 1e6 / (seconds * availableParallelism());
+    // Busy time excludes iowait: a core waiting on a flush counts as idle here (the consumer waited, not worked).
+    const idle = events > 0 ? 1 - (used.machine * events) / 1e6 / (seconds * machineCpuCount()) : 0;
     return {
       rate: perSecond(events, seconds),
       events,

@@ -18,6 +18,13 @@ export function processCpuSeconds(pid: number): number | null {
   }
 }
 
+/** CPUs the kernel counts in /proc/stat (the `cpuN` lines): what the machine's idle share is a share of. */
+export function machineCpuCount(): number {
+  return readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .filter((l) => /^cpu\d+ /.test(l)).length;
+}
+
 /** Busy CPU seconds of the whole machine so far, summed over its cores (everything but idle and iowait). */
 export function machineCpuSeconds(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;

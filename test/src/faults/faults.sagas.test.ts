@@ -10,7 +10,7 @@ import { faultIterations, recordScenario } from '../support/pipeline.ts';
 import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { spawnPostbox, spawnScript, waitFor, type RoleProcess } from '../support/processes.ts';
 import { settle } from '../support/verified.ts';
-import { failpointLoop } from './support/failpoint-loop.ts';
+import { failpointLoop, type FailpointLoopResult } from './support/failpoint-loop.ts';
 
 // Sagas under kill -9 at their crash boundaries, with load running: order-fulfilment sagas (reserve → charge →
 // ship, every fourth order refused at charge and compensated) between real processes — a saga service starting
@@ -115,9 +115,15 @@ test(`sagas under kill -9 at their crash boundaries, ${ITERATIONS} times each, w
   relay();
   for (const role of ['inventory', 'shipping'] as const) consumer(role);
   // A steady saga service starts sagas all along (and fires timers too: any number of runners may run), so the
-  // loops below always have traffic, whichever finishes first.
+  // loops below always have traffic, whichever finishes first. A loop that is done leaves a steady member of its
+  // role behind: the sagas advance only through the replies consumer, so with the replies loop done and no one
+  // reading replies, no saga reached payments and the payments loop starved until its deadline (seen once).
   service({ SAGA_RATE: '1.5' });
   const deadline = Date.now() + 300_000 + ITERATIONS * 20_000;
+  const thenSteady = (role: 'payments' | 'replies') => (result: FailpointLoopResult) => {
+    consumer(role);
+    return result;
+  };
   const loops = Promise.all([
     failpointLoop({
       name: 'saga.participant.after-apply',
@@ -125,14 +131,14 @@ test(`sagas under kill -9 at their crash boundaries, ${ITERATIONS} times each, w
       iterations: ITERATIONS,
       spawn: (fp) => consumer('payments', fp),
       deadline,
-    }),
+    }).then(thenSteady('payments')),
     failpointLoop({
       name: 'consumer.after-commit-before-offset',
       maxPass: 3,
       iterations: ITERATIONS,
       spawn: (fp) => consumer('replies', fp),
       deadline,
-    }),
+    }).then(thenSteady('replies')),
     failpointLoop({
       name: 'saga.timer.after-fire',
       maxPass: 3,
@@ -158,10 +164,9 @@ test(`sagas under kill -9 at their crash boundaries, ${ITERATIONS} times each, w
   await redis.quit();
   const results = await loops;
 
-  // The last runs, with no failpoint, until done: a payments consumer, two reply consumers (two processes applying
-  // replies of the same sagas at once: the row lock and the version make one transition win) and a saga service.
-  consumer('payments');
-  consumer('replies');
+  // The last runs, with no failpoint, until done: beside the steady payments and replies consumers the loops left, a
+  // second reply consumer (two processes applying replies of the same sagas at once: the row lock and the version
+  // make one transition win) and a saga service.
   consumer('replies');
   for (const p of [...processes].filter((x) => x.child.spawnargs.includes(SERVICE))) p.kill('SIGTERM');
   service({ SAGA_ORDERS: '0' }); // starts no more sagas: fires the timers of those in flight

@@ -9,6 +9,7 @@ import type {
   TopicPartition,
 } from '../../ports/subscriber.ts';
 import { fromKafkaHeaders } from './headers.ts';
+import { checkSubscriberTimings } from './subscriber-options.ts';
 
 export interface KafkaSubscriberOptions extends KafkaConnection {
   groupId: string;
@@ -22,17 +23,18 @@ export interface KafkaSubscriberOptions extends KafkaConnection {
   /** At least the broker's message size limit, or a large record could never be fetched. @defaultValue 2 MiB + 64 KiB */
   maxBytesPerPartition?: number;
   /**
-   * One fetch response at most; bounds the overshoot past the in-flight caps, and what a pause throws away (the
-   * fetch in flight when partitions pause is decoded, then dropped by kafkajs). Kafka still returns a record
-   * batch larger than this when it comes first. @defaultValue 2.5 MiB (the consumer bench: 8 MiB fetches cost
-   * 10–20 % more CPU per event, most of it records decoded twice)
+   * One fetch response at most; bounds the overshoot past the in-flight caps, and what a pause throws away (a
+   * fetch answered while partitions are paused is decoded, then dropped by kafkajs). Kafka still returns a record
+   * batch larger than this when it comes first (KIP-74). @defaultValue 2.5 MiB (the consumer bench: with 8 MiB
+   * the consumer's process spent a few µs more CPU per event, 63–66 against 56–61 µs, at the same 50 ms wait)
    */
   maxBytes?: number;
   /**
    * How long the broker holds a fetch open waiting for records, and how long kafkajs sleeps when every partition
    * is paused before it looks again. A consumer resuming at half its cap waited out that sleep with its queues
-   * running dry: 250 ms left the machine 30–35 % idle in the consumer bench, 50 ms 11–16 % (+25 % events/s).
-   * @defaultValue 50
+   * running dry: 250 ms left the machine 31–35 % idle in the consumer bench, 50 ms 10–16 % (+25 % events/s). An
+   * idle consumer sends a fetch per wait: 47 ms of CPU a second at 50 ms, 39 at 250 (12 partitions, measured).
+   * At least 10 (MIN_MAX_WAIT_MS). @defaultValue 50
    */
   maxWaitMs?: number;
   /**
@@ -96,7 +98,9 @@ export class KafkaSubscriber implements Subscriber {
   readonly #sinkPaused = new Set<string>();
   readonly #held = new Map<string, HeldBatch>();
 
+  /** @throws ConfigError for a size or timing that is not a whole number in range (subscriber-options.ts). */
   constructor(options: KafkaSubscriberOptions) {
+    checkSubscriberTimings(options);
     this.#options = options;
     this.#kafka = createKafka(options);
     this.#consumer = this.#member();
