@@ -35,4 +35,8 @@ test('every size and timing must be a whole number ≥ 1', () => {
 test('a heartbeat not inside the session is refused', () => {
   assert.throws(() => checkSubscriberTimings({ sessionTimeoutMs: 3000, heartbeatIntervalMs: 3000 }), ConfigError);
   checkSubscriberTimings({ sessionTimeoutMs: 3001, heartbeatIntervalMs: 3000 });
+  // Against the other one's default: a 2 s session alone meets the 3 s heartbeat; a 40 s heartbeat the 30 s session.
+  assert.throws(() => checkSubscriberTimings({ sessionTimeoutMs: 2000 }), /heartbeatIntervalMs \(3000\)/);
+  assert.throws(() => checkSubscriberTimings({ heartbeatIntervalMs: 40_000 }), /sessionTimeoutMs \(30000\)/);
+  checkSubscriberTimings({ sessionTimeoutMs: 6000 });
 });

@@ -9,7 +9,11 @@ import type {
   TopicPartition,
 } from '../../ports/subscriber.ts';
 import { fromKafkaHeaders } from './headers.ts';
-import { checkSubscriberTimings } from './subscriber-options.ts';
+import {
+  checkSubscriberTimings,
+  DEFAULT_HEARTBEAT_INTERVAL_MS,
+  DEFAULT_SESSION_TIMEOUT_MS,
+} from './subscriber-options.ts';
 
 export interface KafkaSubscriberOptions extends KafkaConnection {
   groupId: string;
@@ -117,8 +121,8 @@ export class KafkaSubscriber implements Subscriber {
   #member(): KafkaConsumer {
     const consumer = this.#kafka.consumer({
       groupId: this.#options.groupId,
-      sessionTimeout: this.#options.sessionTimeoutMs ?? 30_000,
-      heartbeatInterval: this.#options.heartbeatIntervalMs ?? 3000,
+      sessionTimeout: this.#options.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS,
+      heartbeatInterval: this.#options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
       maxBytesPerPartition: this.#options.maxBytesPerPartition ?? 2 * 1024 * 1024 + 64 * 1024,
       maxBytes: this.#options.maxBytes ?? DEFAULT_FETCH_BYTES,
       maxWaitTimeInMs: this.#options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS,
