@@ -29,6 +29,7 @@ const logins = {
 } as const;
 const PASSWORD = `pw-${randomBytes(8).toString('hex')}`;
 const pools: Sql[] = [];
+const extraLogins: string[] = [];
 let pipeline: Pipeline | null = null;
 let archiveDir: string;
 
@@ -41,7 +42,7 @@ after(async () => {
   await pipeline?.stopAll();
   await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
   await db?.drop();
-  for (const login of Object.values(logins)) await dropLogin(login);
+  for (const login of [...Object.values(logins), ...extraLogins]) await dropLogin(login);
   await rm(archiveDir, { recursive: true, force: true });
 });
 
@@ -135,8 +136,9 @@ test('each role is refused what its command never does', async () => {
   );
   assert.equal(await sqlState(api, "SELECT postbox_premake('message_outbox', 86400, 1)"), denied, 'api: premake');
   for (const call of [
+    "SELECT postbox_premake('message_outbox', 100000)",
+    "SELECT postbox_premake('message_inbox', 0)",
     "SELECT postbox_premake('message_outbox', 1, 100000)",
-    "SELECT postbox_premake('message_inbox', 0, 1)",
   ])
     assert.equal(await sqlState(relay, call), '22023', `no partitions without bound: ${call}`);
 
@@ -153,6 +155,124 @@ test('each role is refused what its command never does', async () => {
   const [key] = await db.sql<{ n: number }[]>`
     SELECT count(*)::int AS n FROM message_outbox_key WHERE aggregate_id = 'roles-1' AND event_id = ${id}`;
   assert.equal(key!.n, 1, "the producer's insert kept the (aggregate, version) registry");
+});
+
+/** The roles' logins, and one login in no Postbox role: an attacker with nothing but CONNECT and TEMP. */
+async function everyLogin(): Promise<Array<[string, Sql]>> {
+  const outsider = `pbx_outsider_${suffix}`;
+  await dropLogin(outsider);
+  await db.sql.unsafe(`CREATE ROLE ${outsider} LOGIN PASSWORD '${PASSWORD}'`);
+  await db.sql.unsafe(`GRANT USAGE ON SCHEMA ${await schemaOf(db.sql)} TO ${outsider}`);
+  extraLogins.push(outsider);
+  return [...Object.values(logins), outsider].map((login) => [login, poolAs(login)]);
+}
+
+async function schemaOf(sql: Sql): Promise<string> {
+  const [row] = await sql<{ schema: string }[]>`SELECT current_schema() AS schema`;
+  return row!.schema;
+}
+
+test("no role can run the key registry's trigger functions on a table of its own", async () => {
+  const id = '01890a5d-ac96-774b-bcce-b302099a8058';
+  await db.sql.begin((tx) =>
+    enqueue(
+      tx,
+      { event_id: id, event_type: 'RoleEvent', aggregate_id: 'registry-1', aggregate_version: 1, data: {} },
+      { topic: 'roles', producer: 'test' },
+    ),
+  );
+  const keys = async () => {
+    const rows = await db.sql<{ aggregate_id: string; aggregate_version: string }[]>`
+      SELECT aggregate_id, aggregate_version::text FROM message_outbox_key ORDER BY 1, 2`;
+    return rows.map((r) => `${r.aggregate_id}@${r.aggregate_version}`);
+  };
+  const before = await keys();
+  assert.ok(before.includes('registry-1@1'), `the registry holds the event's key: ${before.join(', ')}`);
+  const table = 'CREATE TEMP TABLE t (aggregate_id text, aggregate_version bigint, event_id uuid)';
+  const attacks = {
+    truncate: `${table}; CREATE TRIGGER t_wipe AFTER TRUNCATE ON t FOR EACH STATEMENT
+               EXECUTE FUNCTION postbox_outbox_key_truncate(); TRUNCATE t`,
+    insert: `${table}; CREATE TRIGGER t_plant AFTER INSERT ON t REFERENCING NEW TABLE AS new_rows
+             FOR EACH STATEMENT EXECUTE FUNCTION postbox_outbox_key_insert();
+             INSERT INTO t VALUES ('planted', 7, '01890a5d-ac96-774b-bcce-b302099a8059')`,
+    delete: `${table}; CREATE TRIGGER t_remove AFTER DELETE ON t REFERENCING OLD TABLE AS old_rows
+             FOR EACH STATEMENT EXECUTE FUNCTION postbox_outbox_key_delete();
+             INSERT INTO t VALUES ('registry-1', 1, '${id}'); DELETE FROM t`,
+  };
+  for (const [login, sql] of await everyLogin()) {
+    for (const [what, attack] of Object.entries(attacks)) {
+      assert.equal(await sqlState(sql, attack), '42501', `${login}: the ${what} trigger function is not executable`);
+      assert.deepEqual(await keys(), before, `${login}: the ${what} attack left the registry as it was`);
+    }
+  }
+  // The owner may run them, but only as the outbox's own triggers: on any other table they refuse.
+  for (const [what, attack] of Object.entries(attacks)) {
+    assert.equal(await sqlState(db.sql, attack), '42501', `owner: the ${what} trigger function on another table`);
+    assert.deepEqual(await keys(), before, `owner: the ${what} attack left the registry as it was`);
+  }
+});
+
+test('every SECURITY DEFINER function is executable by exactly the roles that need it', async () => {
+  const rows = await db.sql<{ fn: string; executors: string[] }[]>`
+    SELECT p.oid::regprocedure::text AS fn,
+           array(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END
+                 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+                 WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+                 ORDER BY 1) AS executors
+    FROM pg_proc p
+    WHERE p.prosecdef AND p.pronamespace = current_schema()::regnamespace
+    ORDER BY 1`;
+  const table = Object.fromEntries(rows.map((r) => [r.fn, r.executors.join(' ') || '(owner only)']));
+  console.log('SECURITY DEFINER functions and who may execute them besides their owner:');
+  for (const [fn, who] of Object.entries(table)) console.log(`  ${fn.padEnd(44)} ${who}`);
+  assert.deepEqual(table, {
+    'postbox_outbox_key_delete()': '(owner only)',
+    'postbox_outbox_key_insert()': '(owner only)',
+    'postbox_outbox_key_truncate()': '(owner only)',
+    'postbox_premake(text,integer)': 'postbox_consumer postbox_relay',
+  });
+});
+
+test("a narrow role cannot choose the partition period: the table's own period is used", async () => {
+  const relay = poolAs(logins.relay);
+  await shortPartitions(db.sql, 2, 3);
+  const widths = async () => {
+    const rows = await db.sql<{ seconds: number }[]>`
+      SELECT DISTINCT extract(epoch FROM postbox_uuid_time(range_to) - postbox_uuid_time(range_from))::int AS seconds
+      FROM postbox_partitions('message_outbox'::regclass) WHERE range_from IS NOT NULL AND range_to IS NOT NULL`;
+    return rows.map((r) => r.seconds);
+  };
+  assert.deepEqual(await widths(), [2]);
+  // A year-long period asked for by the relay: refused outright, or ignored for the table's 2 s.
+  const asked = await sqlState(relay, "SELECT postbox_premake('message_outbox', 366 * 86400, 3)");
+  assert.ok(asked === null || asked === '42501' || asked === '42883', `the 3-argument call: ${asked}`);
+  assert.deepEqual(await widths(), [2], 'every partition is 2 s long, whatever the caller asked');
+  const [made] = await relay<{ n: number }[]>`SELECT postbox_premake('message_outbox', 20) AS n`;
+  assert.ok(made!.n >= 1, "the relay made partitions ahead in the table's period");
+  assert.deepEqual(await widths(), [2]);
+});
+
+test('postbox migrate --roles refuses a Postbox role that already exists with powers it must not have', async () => {
+  for (const [grant, undo, named] of [
+    ['ALTER ROLE postbox_relay CREATEROLE', 'ALTER ROLE postbox_relay NOCREATEROLE', /postbox_relay.*CREATEROLE/],
+    ['ALTER ROLE postbox_api BYPASSRLS', 'ALTER ROLE postbox_api NOBYPASSRLS', /postbox_api.*BYPASSRLS/],
+    [
+      'GRANT pg_write_all_data TO postbox_consumer',
+      'REVOKE pg_write_all_data FROM postbox_consumer',
+      /postbox_consumer.*pg_write_all_data/,
+    ],
+  ] as const) {
+    await db.sql.unsafe(grant);
+    try {
+      const run = spawnPostbox(['migrate', '--roles'], { DATABASE_URL: db.url });
+      assert.notEqual(await run.exited, 0, `${grant}: ${run.output()}`);
+      assert.match(run.output(), named, run.output());
+    } finally {
+      await db.sql.unsafe(undo);
+    }
+  }
+  const run = spawnPostbox(['migrate', '--roles'], { DATABASE_URL: db.url });
+  assert.equal(await run.exited, 0, run.output());
 });
 
 test('a pipeline runs with the narrow roles: producer, relay and consumer each on its own URL', {

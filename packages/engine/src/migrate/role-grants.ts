@@ -144,8 +144,20 @@ export const ROLE_SEQUENCES: Partial<Record<DatabaseRole, string[]>> = {
 
 /** Functions run with their owner's rights (migration 0020), granted to the roles that call them. */
 export const ROLE_FUNCTIONS: Partial<Record<DatabaseRole, string[]>> = {
-  postbox_relay: ['postbox_premake(text, integer, integer)'],
-  postbox_consumer: ['postbox_premake(text, integer, integer)'],
+  // The 3-argument form (0020) is kept for processes of the previous version: it calls the 2-argument one (0024).
+  postbox_relay: ['postbox_premake(text, integer)', 'postbox_premake(text, integer, integer)'],
+  postbox_consumer: ['postbox_premake(text, integer)', 'postbox_premake(text, integer, integer)'],
 };
+
+/** Predefined roles whose membership reaches past the grants matrix (PostgreSQL 14+ names; absent ones ignored). */
+export const FORBIDDEN_MEMBERSHIPS = [
+  'pg_read_all_data',
+  'pg_write_all_data',
+  'pg_read_server_files',
+  'pg_write_server_files',
+  'pg_execute_server_program',
+  'pg_signal_backend',
+  'pg_create_subscription',
+] as const;
 
 export const PRIVILEGE_NAMES: Record<string, string> = { S: 'SELECT', I: 'INSERT', U: 'UPDATE', D: 'DELETE' };

@@ -1,6 +1,8 @@
-import type { Sql } from '../db/connect.ts';
+import type { Queryable, Sql } from '../db/connect.ts';
+import { ConfigError } from '../errors.ts';
 import {
   DATABASE_ROLES,
+  FORBIDDEN_MEMBERSHIPS,
   POSTBOX_TABLES,
   PRIVILEGE_NAMES,
   ROLE_FUNCTIONS,
@@ -15,7 +17,9 @@ const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * Creates the Postbox roles (NOLOGIN) and brings each one's grants to exactly ROLE_GRANTS (role-grants.ts): every
  * privilege on the Postbox tables, the matrix's sequences and functions revoked, then granted again, in one transaction — running it twice changes
  * nothing, and a grant removed from the matrix is removed from the database. Needs CREATEROLE and ownership of the
- * tables (the role that ran `postbox migrate`). Returns the statements it ran.
+ * tables (the role that ran `postbox migrate`). A Postbox role that already exists is checked first: one with
+ * powers past its grants (SUPERUSER, BYPASSRLS, CREATEROLE, CREATEDB, REPLICATION, membership of the tables' owner or of a predefined all-data
+ * role) is refused with a ConfigError that names it, and nothing is changed. Returns the statements it ran.
  */
 export async function applyRoles(sql: Sql): Promise<string[]> {
   const statements: string[] = [];
@@ -24,6 +28,7 @@ export async function applyRoles(sql: Sql): Promise<string[]> {
       statements.push(statement);
       await tx.unsafe(statement);
     };
+    await refuseOverpoweredRoles(tx);
     const [db] = await tx<
       { name: string; schema: string }[]
     >`SELECT current_database() AS name, current_schema() AS schema`;
@@ -83,4 +88,40 @@ export async function readRoleGrants(sql: Sql): Promise<RoleTableGrant[]> {
     byTable.set(r.table_name, entry);
   }
   return [...byTable.values()];
+}
+
+/**
+ * Refuses to reuse a Postbox role that can do more than its grants: applying the matrix to it would look like
+ * least privilege and be none. Throws: ConfigError naming each role and each power, and the statement that drops it.
+ * Locks: none.
+ */
+async function refuseOverpoweredRoles(sql: Queryable): Promise<void> {
+  const rows = await sql<{ role: string; attributes: string[]; memberships: string[] }[]>`
+    SELECT r.rolname AS role,
+           array_remove(ARRAY[CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
+                              CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
+                              CASE WHEN r.rolreplication THEN 'REPLICATION' END], NULL) AS attributes,
+           array(SELECT m.rolname::text FROM pg_roles m
+                 WHERE m.oid <> r.oid AND pg_has_role(r.oid, m.oid, 'MEMBER')
+                   AND (m.rolname = ANY(${FORBIDDEN_MEMBERSHIPS as unknown as string[]}::text[])
+                        OR m.oid = (SELECT c.relowner FROM pg_class c WHERE c.oid = to_regclass('message_outbox')))
+                 ORDER BY 1) AS memberships
+    FROM pg_roles r
+    WHERE r.rolname = ANY(${DATABASE_ROLES as unknown as string[]}::text[])`;
+  const problems = rows
+    .map((r) => ({ role: r.role, powers: [...r.attributes, ...r.memberships.map((m) => `member of ${m}`)] }))
+    .filter((r) => r.powers.length > 0);
+  if (problems.length === 0) return;
+  const fixes = problems.flatMap(({ role, powers }) =>
+    powers.map((p) =>
+      p.startsWith('member of ')
+        ? `REVOKE ${quote(p.slice('member of '.length))} FROM ${quote(role)}`
+        : `ALTER ROLE ${quote(role)} NO${p}`,
+    ),
+  );
+  throw new ConfigError(
+    `postbox migrate --roles will not reuse roles with powers past their grants: ${problems
+      .map(({ role, powers }) => `${role} (${powers.join(', ')})`)
+      .join('; ')}. Remove them (${fixes.join('; ')}) or drop the role, then run it again`,
+  );
 }

@@ -7,12 +7,17 @@ export type PartitionedTable = 'message_outbox' | 'message_inbox';
 
 export const PARTITIONED_TABLES: readonly PartitionedTable[] = ['message_outbox', 'message_inbox'];
 
+/** The longest period a partition may cover: a year and a day (a longer one leaves retention nothing to drop). */
+const MAX_PERIOD_SECONDS = 366 * 86_400;
+
 /**
- * Makes the missing partitions of the next `ahead` periods of `periodSeconds` each, after the newest one
- * (postbox_premake_partitions, migration 0017, through postbox_premake of 0020 so a role that does not own the
- * tables can; it serialises callers with a transaction advisory lock per table, so
- * processes doing it at once make each partition once). Returns: how many it made. Locks: SHARE UPDATE EXCLUSIVE on the
- * table while a partition is attached (writers go on), the default partition while its rows of a new range move.
+ * Makes the missing partitions of the next `ahead` periods, after the newest one, and returns how many it made
+ * (postbox_premake_partitions, migration 0017; it serialises callers with a transaction advisory lock per table,
+ * so processes doing it at once make each partition once). Only a role that owns the tables chooses the period
+ * (`periodSeconds`): any other one makes them in the table's own period (postbox_premake, migration 0024, with
+ * the owner's rights), so a narrow role cannot make partitions no retention can drop.
+ * Locks: SHARE UPDATE EXCLUSIVE on the table while a partition is attached (writers go on), the default partition
+ * while its rows of a new range move.
  */
 export async function premakePartitions(
   sql: Queryable,
@@ -20,15 +25,21 @@ export async function premakePartitions(
   periodSeconds: number,
   ahead: number,
 ): Promise<number> {
-  try {
-    const [row] = await sql<{ made: number }[]>`
-      SELECT postbox_premake(${table}, ${periodSeconds}, ${ahead}) AS made`;
-    return row!.made;
-  } catch (cause) {
-    // A schema before 0020 while this version runs (a rolling upgrade): the function it wraps, as the owner.
-    if ((cause as { code?: string }).code !== UNDEFINED_FUNCTION) throw cause;
+  if (!Number.isInteger(periodSeconds) || periodSeconds < 1 || periodSeconds > MAX_PERIOD_SECONDS)
+    throw new RangeError(`premakePartitions takes a period of 1 s to 366 days, not ${periodSeconds} s`);
+  if (await ownsPartitionedTables(sql)) {
     const [row] = await sql<{ made: number }[]>`
       SELECT postbox_premake_partitions(${table}::regclass, ${periodSeconds} * interval '1 second', ${ahead}) AS made`;
+    return row!.made;
+  }
+  try {
+    const [row] = await sql<{ made: number }[]>`SELECT postbox_premake(${table}, ${ahead}) AS made`;
+    return row!.made;
+  } catch (cause) {
+    // A schema before 0024 while this version runs (a rolling upgrade): the 3-argument form of 0020.
+    if ((cause as { code?: string }).code !== UNDEFINED_FUNCTION) throw cause;
+    const [row] = await sql<{ made: number }[]>`
+      SELECT postbox_premake(${table}, ${periodSeconds}, ${ahead}) AS made`;
     return row!.made;
   }
 }
