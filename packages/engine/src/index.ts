@@ -40,6 +40,16 @@ export { migrate, pendingMigrations, type MigrateOptions, type MigrationFile } f
 export { upgradeKind, type UpgradeKind, type UpgradeVerdict } from './migrate/upgrade-kind.ts';
 export { applyRoles, readRoleGrants, type RoleTableGrant } from './migrate/roles.ts';
 export {
+  BROKER_ROLES,
+  DEFAULT_KAFKA_PRINCIPALS,
+  kafkaAclCommands,
+  kafkaAcls,
+  type BrokerRole,
+  type BrokerScope,
+  type KafkaAcl,
+  type KafkaPrincipals,
+} from './migrate/broker-grants.ts';
+export {
   DATABASE_ROLES,
   POSTBOX_TABLES,
   ROLE_FUNCTIONS,

@@ -7,3 +7,4 @@ export { KafkaOffsets } from './adapters/kafka/offsets.ts';
 export { KafkaTopicReader } from './adapters/kafka/topic-reader.ts';
 export { fromKafkaHeaders, toKafkaHeaders } from './adapters/kafka/headers.ts';
 export { toRecord } from './relay/record.ts';
+export { syncKafkaAcls, type KafkaAclSync } from './adapters/kafka/acls.ts';

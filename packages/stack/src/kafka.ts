@@ -8,7 +8,7 @@ import type { StackPaths } from './paths.ts';
 import type { LocalService } from './service.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { TLS_HOST, type TlsMaterial } from './tls.ts';
+import { TLS_HOST, type KafkaRoleUser, type TlsMaterial } from './tls.ts';
 
 /** 3.9.x: kafkajs still speaks its protocol versions (Kafka 4.0 removed old ones, KIP-896). */
 const KAFKA_VERSION = '3.9.1';
@@ -62,7 +62,7 @@ export function kafkaService(
       const java = await requireExecutable('java');
       await fs.mkdir(kafka.data, { recursive: true });
       if (!(await jarsCached(paths))) await downloadJars(paths);
-      const listener = tls ? tlsListener(tls.port, keystore) : '';
+      const listener = tls ? tlsListener(tls.port, keystore, tls.material) : '';
       if (tls) await writeKeystore(tls.material, keystore);
       await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties, listener));
       await fs.writeFile(kafka.log4jProperties, log4jProperties(paths));
@@ -71,7 +71,7 @@ export function kafkaService(
         const { stdout } = await run(java, [...tool, 'random-uuid'], { timeoutMs: 60_000 });
         const clusterId = stdout.trim().split('\n').at(-1) ?? '';
         // A new cluster gets the SCRAM user in its first metadata (KIP-900); an existing one in ready().
-        const scram = tls ? ['--add-scram', scramCredential(tls.material)] : [];
+        const scram = tls ? scramUsers(tls.material).flatMap((u) => ['--add-scram', scramCredential(u)]) : [];
         await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties, ...scram], {
           timeoutMs: 60_000,
         }).catch((err: unknown) => {
@@ -203,7 +203,13 @@ interface TlsListener {
   properties: string;
 }
 
-function tlsListener(port: number, keystore: string): TlsListener {
+/**
+ * The SASL_SSL listener, with the authorizer on: a SCRAM user may do only what its ACLs allow. The super users are
+ * the material's admin user (it grants the ACLs) and ANONYMOUS — the plain listeners, which the controller and
+ * the broker's own traffic use, bound to loopback only; a deployment that must hold every client to ACLs puts its
+ * every listener behind SASL.
+ */
+function tlsListener(port: number, keystore: string, material: TlsMaterial): TlsListener {
   return {
     listener: `,SASL_SSL://127.0.0.1:${port}`,
     advertised: `,SASL_SSL://${TLS_HOST}:${port}`,
@@ -212,8 +218,15 @@ function tlsListener(port: number, keystore: string): TlsListener {
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.ssl.keystore.type=PEM
 listener.name.sasl_ssl.ssl.keystore.location=${keystore}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:${material.kafka.username}
 `,
   };
+}
+
+/** Every SCRAM user of the material: the admin, then one per broker role. */
+function scramUsers(material: TlsMaterial): Array<{ username: string; password: string }> {
+  return [material.kafka, ...Object.values(material.kafkaRoles)];
 }
 
 function serverProperties({ kafka }: StackPaths, ports: KafkaPorts, extra: string, tls: TlsListener | ''): string {
@@ -245,17 +258,23 @@ async function writeKeystore(tls: TlsMaterial, file: string): Promise<void> {
   await fs.writeFile(file, parts.join(''), { mode: 0o600 });
 }
 
-function scramCredential(tls: TlsMaterial): string {
-  return `SCRAM-SHA-256=[name=${tls.kafka.username},password=${tls.kafka.password}]`;
+function scramCredential(user: { username: string; password: string }): string {
+  return `SCRAM-SHA-256=[name=${user.username},password=${user.password}]`;
 }
 
 function scramFingerprint(tls: TlsMaterial): string {
-  return createHash('sha256').update(`${tls.kafka.username}:${tls.kafka.password}`).digest('hex');
+  return createHash('sha256')
+    .update(
+      scramUsers(tls)
+        .map((u) => `${u.username}:${u.password}`)
+        .join('\n'),
+    )
+    .digest('hex');
 }
 
 /**
- * A cluster formatted before TLS was turned on learns the SCRAM user through the admin API (ConfigCommand,
- * over the plain listener) once; a marker in its data directory says it has it.
+ * A cluster formatted before TLS was turned on (or before the role users existed) learns the SCRAM users through
+ * the admin API (ConfigCommand, over the plain listener) once; a marker in its data directory says it has them.
  */
 async function ensureScramUser(
   tls: TlsMaterial,
@@ -266,40 +285,45 @@ async function ensureScramUser(
 ): Promise<void> {
   if ((await fs.readFile(marker, 'utf8').catch(() => '')) === scramFingerprint(tls)) return;
   const java = await requireExecutable('java');
-  const config = `SCRAM-SHA-256=[iterations=8192,password=${tls.kafka.password}]`;
-  await run(
-    java,
-    [
-      log4j,
-      '-cp',
-      classpath,
-      'kafka.admin.ConfigCommand',
-      '--bootstrap-server',
-      bootstrap,
-      '--alter',
-      '--add-config',
-      config,
-      '--entity-type',
-      'users',
-      '--entity-name',
-      tls.kafka.username,
-    ],
-    { timeoutMs: 60_000 },
-  ).catch((err: unknown) => {
-    throw new StackError('start_failed', `adding the SCRAM user ${tls.kafka.username} to kafka failed`, { cause: err });
-  });
+  for (const user of scramUsers(tls)) {
+    const config = `SCRAM-SHA-256=[iterations=8192,password=${user.password}]`;
+    const args = ['--bootstrap-server', bootstrap, '--alter', '--add-config', config];
+    await run(
+      java,
+      [
+        log4j,
+        '-cp',
+        classpath,
+        'kafka.admin.ConfigCommand',
+        ...args,
+        '--entity-type',
+        'users',
+        '--entity-name',
+        user.username,
+      ],
+      {
+        timeoutMs: 60_000,
+      },
+    ).catch((err: unknown) => {
+      throw new StackError('start_failed', `adding the SCRAM user ${user.username} to kafka failed`, { cause: err });
+    });
+  }
   await fs.writeFile(marker, scramFingerprint(tls));
 }
 
-/** The client settings of the SASL_SSL listener, as Postbox's environment variables. */
-export function kafkaTlsEnv(port: number, tls: TlsMaterial): Record<string, string> {
+/**
+ * The client settings of the SASL_SSL listener, as Postbox's environment variables: the admin user's, or with
+ * `role` that role's own user (held to the ACLs `postbox migrate --broker-acls` grants).
+ */
+export function kafkaTlsEnv(port: number, tls: TlsMaterial, role?: KafkaRoleUser): Record<string, string> {
+  const user = role ? tls.kafkaRoles[role] : tls.kafka;
   return {
     KAFKA_BROKERS: `${TLS_HOST}:${port}`,
     KAFKA_SSL: 'true',
     KAFKA_SSL_CA: tls.caFile,
     KAFKA_SASL_MECHANISM: 'scram-sha-256',
-    KAFKA_SASL_USERNAME: tls.kafka.username,
-    KAFKA_SASL_PASSWORD: tls.kafka.password,
+    KAFKA_SASL_USERNAME: user.username,
+    KAFKA_SASL_PASSWORD: user.password,
   };
 }
 

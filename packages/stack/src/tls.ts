@@ -19,11 +19,21 @@ export interface TlsMaterial {
   /** The servers' certificate (PEM) and its PKCS#8 key, unencrypted, readable by the servers' users only. */
   certFile: string;
   keyFile: string;
-  /** The Kafka SCRAM-SHA-256 user of the SASL_SSL listener. */
+  /** The Kafka SCRAM-SHA-256 user of the SASL_SSL listener: a super user (it may alter ACLs). */
   kafka: { username: string; password: string };
+  /**
+   * One Kafka SCRAM user per broker role, held to its ACLs by the broker's authorizer (`postbox migrate
+   * --broker-acls` grants them): the least-privilege users of the relay, the consumers and the control plane.
+   */
+  kafkaRoles: Record<KafkaRoleUser, { username: string; password: string }>;
   /** The Redis ACL user of the TLS port (the default user keeps the plain port's access). */
   redis: { username: string; password: string };
 }
+
+/** The broker roles that get a Kafka user of their own (engine/migrate/broker-grants.ts). */
+export type KafkaRoleUser = 'relay' | 'consumer' | 'api';
+
+const KAFKA_ROLE_USERS: readonly KafkaRoleUser[] = ['relay', 'consumer', 'api'];
 
 /** The name the server certificate is issued for. */
 export const TLS_HOST = 'localhost';
@@ -34,12 +44,33 @@ export function tlsDir(home: string): string {
   return path.join(home, 'tls');
 }
 
-/** The material when `up --tls` made it (complete), else undefined. */
+/**
+ * The material when `up --tls` made it (complete), else undefined. Material made before the role users existed
+ * gets them here, written back to its credentials file.
+ */
 export async function readTlsMaterial(dir: string): Promise<TlsMaterial | undefined> {
   const files = materialFiles(dir);
   if (!(await fileExists(files.credentials))) return undefined;
-  const credentials = JSON.parse(await fs.readFile(files.credentials, 'utf8')) as Pick<TlsMaterial, 'kafka' | 'redis'>;
+  const stored = JSON.parse(await fs.readFile(files.credentials, 'utf8')) as Omit<
+    TlsMaterial,
+    'dir' | 'caFile' | 'certFile' | 'keyFile' | 'kafkaRoles'
+  > & {
+    kafkaRoles?: TlsMaterial['kafkaRoles'];
+  };
+  const credentials = { ...stored, kafkaRoles: stored.kafkaRoles ?? kafkaRoleUsers() };
+  if (!stored.kafkaRoles)
+    await fs.writeFile(files.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
   return { dir, caFile: files.ca, certFile: files.cert, keyFile: files.key, ...credentials };
+}
+
+/** A user and a new password per broker role, named as the default principals are (User:postbox-<role>). */
+function kafkaRoleUsers(): TlsMaterial['kafkaRoles'] {
+  return Object.fromEntries(
+    KAFKA_ROLE_USERS.map((role) => [
+      role,
+      { username: `postbox-${role}`, password: randomBytes(18).toString('base64url') },
+    ]),
+  ) as TlsMaterial['kafkaRoles'];
 }
 
 /**
@@ -59,6 +90,7 @@ export async function ensureTlsMaterial(dir: string): Promise<TlsMaterial> {
   const credentials = {
     kafka: { username: 'postbox', password: randomBytes(18).toString('base64url') },
     redis: { username: 'postbox', password: randomBytes(18).toString('base64url') },
+    kafkaRoles: kafkaRoleUsers(),
   };
   await fs.writeFile(files.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
   return { dir, caFile: files.ca, certFile: files.cert, keyFile: files.key, ...credentials };

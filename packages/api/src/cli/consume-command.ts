@@ -142,7 +142,7 @@ function withThreads(definition: ConsumerDefinition, threads: number | undefined
   return { ...definition, limits: { ...definition.limits, threads: Math.max(1, threads) } };
 }
 
-async function resolveConsumers(names: string[], config: PostboxConfig): Promise<ConsumerDefinition[]> {
+export async function resolveConsumers(names: string[], config: PostboxConfig): Promise<ConsumerDefinition[]> {
   const out: ConsumerDefinition[] = [];
   for (const name of names) {
     if (name === DEMO_CONSUMER) {

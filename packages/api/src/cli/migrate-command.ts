@@ -12,7 +12,9 @@ import {
   upgradeKind,
   type Sql,
 } from '@postbox/engine';
+import { readConfig } from '../config/env.ts';
 import { linkEnv, requireLink } from '../config/links.ts';
+import { applyBrokerGrants, brokerScope, kafkaPrincipals, printBrokerGrants } from './broker-grants-step.ts';
 
 const HELP = `postbox migrate — apply Postbox's forward-only migrations, shipped in @postbox/engine (safe to run from many processes at once)
 
@@ -25,21 +27,30 @@ Options:
                privileges on Postbox's tables are revoked and granted again). Make your login roles members, e.g.
                CREATE ROLE relay_svc LOGIN PASSWORD '…' IN ROLE postbox_relay, and give each command its URL:
                DATABASE_URL_RELAY, DATABASE_URL_CONSUMER, DATABASE_URL_API, DATABASE_URL_OPERATOR
-  --print      print the grants matrix (role × table × privilege) as the database enforces it
+  --print      print the grants matrix (role × table × privilege) as the database enforces it, and the broker's
+               side: the Kafka ACLs of the relay, consumer and API principals (docs/security.md)
+  --broker-acls [consumer modules…]
+               then bring the Kafka ACLs of those principals (POSTBOX_KAFKA_PRINCIPAL_RELAY, _CONSUMER, _API;
+               default User:postbox-relay, User:postbox-consumer, User:postbox-api) to exactly: the relay WRITE and
+               DESCRIBE on its topics (POSTBOX_TOPICS and every consumer's) and IDEMPOTENT_WRITE; each consumer
+               (registered here, or defined in the modules named) READ on its topics and its group; the API
+               DESCRIBE on them. KAFKA_* must name a user allowed to alter ACLs
   --check      apply nothing: list the pending migrations, each expand (safe while processes of the previous
                version run) or contract (apply once every process runs the new version), and why.
                Exit 0: nothing pending or expand only; 2: a contract is pending (docs/operations.md, Upgrades)
   -h, --help   this text`;
 
 export async function migrateCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args: argv,
     options: {
       help: { type: 'boolean', short: 'h' },
       roles: { type: 'boolean' },
       print: { type: 'boolean' },
       check: { type: 'boolean' },
+      'broker-acls': { type: 'boolean' },
     },
+    allowPositionals: true,
   });
   if (values.help) {
     console.log(HELP);
@@ -57,7 +68,16 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       const statements = await applyRoles(sql);
       console.log(`roles: ${DATABASE_ROLES.join(', ')} — ${statements.length} statements, grants as in the matrix`);
     }
-    if (values.print) await printGrants(sql);
+    if (values.print || values['broker-acls']) {
+      const config = readConfig(await linkEnv());
+      const scope = await brokerScope(sql, config, positionals);
+      const principals = kafkaPrincipals();
+      if (values['broker-acls']) await applyBrokerGrants(config, scope, principals);
+      if (values.print) {
+        await printGrants(sql);
+        printBrokerGrants(scope, principals);
+      }
+    }
     return 0;
   } finally {
     await sql.end({ timeout: 5 });
