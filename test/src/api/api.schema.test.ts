@@ -5,6 +5,6 @@ import { printedSchema } from '@postbox/api';
 
 const COMMITTED = new URL('../../../packages/api/src/graphql/schema.graphql', import.meta.url);
 
-test('the committed SDL is the schema the code builds (npm run postbox -- api --print-schema packages/api/src/graphql/schema.graphql)', async () => {
+test('the committed SDL is the schema the code builds (npx postbox api --print-schema packages/api/src/graphql/schema.graphql)', async () => {
   assert.equal(await readFile(COMMITTED, 'utf8'), printedSchema());
 });
