@@ -9,8 +9,9 @@ export {
 } from './saga/definition.ts';
 export { SagaOrchestrator, SAGA_EXTENSIONS, stepKey, type ReplyVerdict, type SagaReply } from './saga/orchestrator.ts';
 export { participant, type ParticipantInput, type StepOutcome } from './saga/participant.ts';
-export { sagaReplyHandler } from './saga/reply-handler.ts';
+export { sagaReplyBatchHandler, sagaReplyHandler } from './saga/reply-handler.ts';
 export { SagaTimerRunner, type SagaTimerOptions } from './saga/timer-runner.ts';
+export { SagaDefinitionMissingError, SagaTransitionError } from './saga/errors.ts';
 export {
   REPLY,
   TERMINAL,

@@ -119,7 +119,7 @@ function mismatchReconciler(): Reconciler {
   return new Reconciler({
     sql: db.sql,
     sagas,
-    participants: [defineParticipantRecords({ sagaType: 'rc-order' })],
+    participants: [defineParticipantRecords({ sagaType: 'rc-order', steps: ['reserve', 'charge', 'ship'] })],
     options: { graceMs: { 'saga-step-mismatch': 0 } },
   });
 }

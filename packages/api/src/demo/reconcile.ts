@@ -62,5 +62,10 @@ const topic = new URL(import.meta.url).searchParams.get('topic') ?? 'orders.even
 
 export const sources = [demoOrderSource({ topic })];
 
-/** The fulfilment saga's participants (inventory, payments, shipping) record their steps in the demo database. */
-export const participants = [defineParticipantRecords({ sagaType: FULFILMENT_SAGA })];
+/**
+ * The fulfilment saga's participants (inventory: reserve, payments: charge, shipping: ship) record their steps in
+ * the demo database; a step whose participant recorded elsewhere would be left out of this list.
+ */
+export const participants = [
+  defineParticipantRecords({ sagaType: FULFILMENT_SAGA, steps: ['reserve', 'charge', 'ship'] }),
+];

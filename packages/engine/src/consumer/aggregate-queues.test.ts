@@ -128,3 +128,222 @@ test('aggregate queues: a held head comes back after its backoff, ahead of its s
   );
   queues.drop(() => true);
 });
+
+/** The queues as first written (an array per aggregate, settle by indexOf + splice): what the head index must match. */
+class ReferenceQueues {
+  readonly queues = new Map<string, Array<{ id: number; state: string; bytes: number }>>();
+  readonly ready = new Set<string>();
+  events = 0;
+  bytes = 0;
+  limits = { maxEvents: 0, maxBytes: 0 };
+  atCap(): boolean {
+    return this.events >= this.limits.maxEvents || this.bytes >= this.limits.maxBytes;
+  }
+  offer(id: number, bytes: number, aggregate: string): boolean {
+    if (this.atCap()) return false;
+    let queue = this.queues.get(aggregate);
+    if (!queue) this.queues.set(aggregate, (queue = []));
+    queue.push({ id, state: 'queued', bytes });
+    if (queue.length === 1) this.ready.add(aggregate);
+    this.events++;
+    this.bytes += bytes;
+    return true;
+  }
+  take(max: number): number[] {
+    const out: number[] = [];
+    for (const aggregate of this.ready) {
+      if (out.length >= max) break;
+      this.ready.delete(aggregate);
+      const head = this.queues.get(aggregate)![0]!;
+      head.state = 'in-flight';
+      out.push(head.id);
+    }
+    return out;
+  }
+  settle(aggregate: string, id: number): void {
+    const queue = this.queues.get(aggregate);
+    const index = queue ? queue.findIndex((e) => e.id === id) : -1;
+    if (!queue || index < 0) return;
+    const [entry] = queue.splice(index, 1);
+    this.events--;
+    this.bytes -= entry!.bytes;
+    if (queue.length === 0) {
+      this.queues.delete(aggregate);
+      this.ready.delete(aggregate);
+    } else if (queue[0]!.state === 'queued') {
+      this.ready.add(aggregate);
+    }
+  }
+  hold(aggregate: string, id: number): void {
+    this.queues.get(aggregate)!.find((e) => e.id === id)!.state = 'waiting';
+  }
+  release(aggregate: string, id: number): boolean {
+    const head = this.queues.get(aggregate)?.[0];
+    if (head?.id !== id || head.state !== 'waiting') return false;
+    head.state = 'queued';
+    this.ready.add(aggregate);
+    return true;
+  }
+  drop(match: (aggregate: string, id: number) => boolean): void {
+    for (const [aggregate, queue] of [...this.queues]) {
+      for (const e of [...queue]) if (e.state !== 'in-flight' && match(aggregate, e.id)) this.settle(aggregate, e.id);
+    }
+  }
+  held(): Array<[number, string]> {
+    return [...this.queues.values()].flatMap((q) => q.map((e) => [e.id, e.state] as [number, string]));
+  }
+}
+
+type ModelOp =
+  | { kind: 'offer'; aggregate: number; size: number }
+  | { kind: 'take'; max: number }
+  | { kind: 'cycle'; times: number }
+  | { kind: 'burst'; count: number }
+  | { kind: 'settle' | 'fail' | 'release' | 'settle-any' | 'settle-gone'; pick: number }
+  | { kind: 'drop'; aggregate: number; parity: number };
+
+const modelOp: fc.Arbitrary<ModelOp> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('offer' as const),
+      // Half to one hot aggregate, so long queues (and their cut-off settled prefixes) are common.
+      aggregate: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3 })),
+      size: fc.integer({ min: 0, max: 64 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('take' as const), max: fc.integer({ min: 1, max: 4 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('cycle' as const), times: fc.integer({ min: 1, max: 60 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('burst' as const), count: fc.integer({ min: 1, max: 80 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constantFrom(
+        'settle' as const,
+        'fail' as const,
+        'release' as const,
+        'settle-any' as const,
+        'settle-gone' as const,
+      ),
+      pick: fc.nat(),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('drop' as const),
+      aggregate: fc.integer({ min: 0, max: 4 }),
+      parity: fc.integer({ min: 0, max: 2 }),
+    }),
+  },
+);
+
+test('aggregate queues: the head index behaves exactly as the simple array-and-splice queues', () => {
+  fc.assert(
+    fc.property(
+      fc.record({ maxEvents: fc.integer({ min: 1, max: 400 }), maxBytes: fc.integer({ min: 256, max: 150_000 }) }),
+      fc.array(modelOp, { minLength: 100, maxLength: 600, size: 'max' }),
+      (max, ops) => {
+        const queues = new AggregateQueues<number>(max);
+        const reference = Object.assign(new ReferenceQueues(), { limits: max });
+        const byId = new Map<number, HeldEvent<number>>();
+        const gone: Array<HeldEvent<number>> = [];
+        const idOf = (e: HeldEvent<number>) => Number(e.offset);
+        const dropMatch = (o: { aggregate: number; parity: number }) => (aggregate: string, id: number) =>
+          aggregate === `a${o.aggregate}` || (o.parity > 0 && id % 2 === o.parity - 1);
+        let next = 0;
+        for (const o of ops) {
+          const held = [...queues.held()];
+          const offer = (aggregate: number, size: number) => {
+            const id = next++;
+            const event = queues.offer(record(id, size), BigInt(id), 0, `a${aggregate}`);
+            assert.equal(event !== undefined, reference.offer(id, size + 256, `a${aggregate}`));
+            if (event) byId.set(id, event);
+          };
+          if (o.kind === 'offer') {
+            offer(o.aggregate, o.size);
+          } else if (o.kind === 'burst') {
+            // A hot aggregate: many events queued behind one head.
+            for (let i = 0; i < o.count; i++) offer(0, 0);
+          } else if (o.kind === 'take') {
+            assert.deepEqual(queues.take(o.max).map(idOf), reference.take(o.max));
+          } else if (o.kind === 'cycle') {
+            // Busy aggregates settling in order: heads move far (the settled prefix is cut off on the way).
+            for (let i = 0; i < o.times; i++) {
+              const batch = queues.take(4);
+              assert.deepEqual(batch.map(idOf), reference.take(4));
+              for (const e of batch) {
+                gone.push(e);
+                queues.settle(e);
+                reference.settle(e.aggregate, idOf(e));
+              }
+            }
+          } else if (o.kind === 'drop') {
+            const match = dropMatch(o);
+            for (const e of held) if (e.state !== 'in-flight' && match(e.aggregate, idOf(e))) gone.push(e);
+            queues.drop((e) => match(e.aggregate, idOf(e)));
+            reference.drop(match);
+          } else {
+            const pool =
+              o.kind === 'settle' || o.kind === 'fail'
+                ? held.filter((e) => e.state === 'in-flight')
+                : o.kind === 'release'
+                  ? held.filter((e) => e.state === 'waiting')
+                  : o.kind === 'settle-any'
+                    ? held
+                    : gone;
+            if (pool.length === 0) continue;
+            const e = pool[o.pick % pool.length]!;
+            if (o.kind === 'fail') {
+              queues.hold(e, 60_000, () => {});
+              reference.hold(e.aggregate, idOf(e));
+            } else if (o.kind === 'release') {
+              assert.equal(queues.release(e), reference.release(e.aggregate, idOf(e)));
+            } else {
+              if (o.kind !== 'settle-gone') gone.push(e);
+              queues.settle(e);
+              reference.settle(e.aggregate, idOf(e));
+            }
+          }
+          assert.deepEqual(
+            [...queues.held()].map((e) => [idOf(e), e.state]),
+            reference.held(),
+          );
+          assert.deepEqual(
+            [queues.events, queues.bytes, queues.readyCount, queues.atCap()],
+            [reference.events, reference.bytes, reference.ready.size, reference.atCap()],
+          );
+        }
+        for (const e of [...queues.held()].filter((h) => h.state === 'in-flight')) {
+          queues.settle(e);
+          reference.settle(e.aggregate, idOf(e));
+        }
+        // The order aggregates become ready in is the order take hands them out: drain both and compare.
+        for (;;) {
+          const batch = queues.take(1000).map(idOf);
+          assert.deepEqual(batch, reference.take(1000));
+          if (batch.length === 0) break;
+          for (const id of batch) {
+            queues.settle(byId.get(id)!);
+            reference.settle(byId.get(id)!.aggregate, id);
+          }
+        }
+        queues.drop(() => true);
+        reference.drop(() => true);
+        assert.deepEqual([queues.events, queues.bytes, reference.events], [0, 0, 0]);
+      },
+    ),
+    { numRuns: 150 },
+  );
+});
+
+test('aggregate queues: an aggregate holding thousands settles each in order, the rest queued behind it', () => {
+  const queues = new AggregateQueues<number>({ maxEvents: 100_000, maxBytes: 1 << 30 });
+  for (let i = 0; i < 50_000; i++) queues.offer(record(i, 0), BigInt(i), 0, 'hot');
+  for (let i = 0; i < 50_000; i++) {
+    const [head] = queues.take(1);
+    assert.equal(head!.offset, BigInt(i));
+    queues.settle(head!);
+  }
+  assert.deepEqual([queues.events, queues.bytes, queues.readyCount], [0, 0, 0]);
+});

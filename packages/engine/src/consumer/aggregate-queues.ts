@@ -31,6 +31,19 @@ interface Entry<P> extends HeldEvent<P> {
 }
 
 /**
+ * One aggregate's FIFO: `items[head…]` are held, in order; the slots before `head` were settled. Settling the head
+ * (the common case: an aggregate's events settle in order) moves `head` on, O(1); the settled prefix is cut off
+ * once it is at least half the array, so the work stays amortised O(1) per event however many an aggregate holds.
+ */
+interface Queue<P> {
+  items: Array<Entry<P> | undefined>;
+  head: number;
+}
+
+/** Slots settled before the prefix is cut off (smaller queues just move `head`). */
+const COMPACT_AT = 32;
+
+/**
  * The consumer's per-aggregate FIFO queues, pure of any broker or database. An aggregate (the record key) is
  * *ready* when its head is queued; `take` hands out ready heads only, of distinct aggregates, so at most one
  * event per aggregate is ever in flight and an aggregate's events run in the order they were received.
@@ -39,7 +52,7 @@ interface Entry<P> extends HeldEvent<P> {
  */
 export class AggregateQueues<P> {
   readonly #limits: HoldLimits;
-  readonly #queues = new Map<string, Array<Entry<P>>>();
+  readonly #queues = new Map<string, Queue<P>>();
   readonly #ready = new Set<string>();
   #events = 0;
   #bytes = 0;
@@ -80,11 +93,11 @@ export class AggregateQueues<P> {
     const event: Entry<P> = { record, offset, bytes, part, aggregate, attempt: 0, state: 'queued' };
     let queue = this.#queues.get(aggregate);
     if (!queue) {
-      queue = [];
+      queue = { items: [], head: 0 };
       this.#queues.set(aggregate, queue);
     }
-    queue.push(event);
-    if (queue.length === 1) this.#ready.add(aggregate);
+    queue.items.push(event);
+    if (queue.items.length - queue.head === 1) this.#ready.add(aggregate);
     this.#events++;
     this.#bytes += bytes;
     return event;
@@ -96,7 +109,7 @@ export class AggregateQueues<P> {
     for (const aggregate of this.#ready) {
       if (batch.length >= max) break;
       this.#ready.delete(aggregate);
-      const head = this.#queues.get(aggregate)![0]!;
+      const head = headOf(this.#queues.get(aggregate)!)!;
       head.state = 'in-flight';
       batch.push(head);
     }
@@ -107,18 +120,21 @@ export class AggregateQueues<P> {
   settle(event: HeldEvent<P>): void {
     const entry = event as Entry<P>;
     const queue = this.#queues.get(entry.aggregate);
-    const index = queue ? queue.indexOf(entry) : -1;
-    if (!queue || index < 0) return;
-    queue.splice(index, 1);
-    if (entry.timer) clearTimeout(entry.timer);
-    this.#events--;
-    this.#bytes -= entry.bytes;
-    if (queue.length === 0) {
-      this.#queues.delete(entry.aggregate);
-      this.#ready.delete(entry.aggregate);
-    } else if (queue[0]!.state === 'queued') {
-      this.#ready.add(entry.aggregate);
+    if (!queue) return;
+    if (headOf(queue) === entry) {
+      queue.items[queue.head++] = undefined;
+      if (queue.head >= COMPACT_AT && queue.head * 2 >= queue.items.length) {
+        queue.items = queue.items.slice(queue.head);
+        queue.head = 0;
+      }
+    } else {
+      // Not the head: only a drop settles out of order (a queued or waiting event of a revoked partition).
+      const index = queue.items.indexOf(entry, queue.head);
+      if (index < 0) return;
+      queue.items.splice(index, 1);
     }
+    this.#forget(entry);
+    this.#afterRemoval(entry.aggregate, queue);
   }
 
   /**
@@ -138,7 +154,8 @@ export class AggregateQueues<P> {
   /** Ends a head's wait now; false when it is no longer a waiting head (settled or dropped meanwhile). */
   release(event: HeldEvent<P>): boolean {
     const entry = event as Entry<P>;
-    if (this.#queues.get(entry.aggregate)?.[0] !== entry || entry.state !== 'waiting') return false;
+    const queue = this.#queues.get(entry.aggregate);
+    if (!queue || headOf(queue) !== entry || entry.state !== 'waiting') return false;
     if (entry.timer) clearTimeout(entry.timer);
     entry.timer = undefined;
     entry.state = 'queued';
@@ -148,13 +165,46 @@ export class AggregateQueues<P> {
 
   /** Drops every event not in flight (queued or waiting) that matches; in-flight ones finish first. */
   drop(match: (event: HeldEvent<P>) => boolean): void {
-    for (const queue of [...this.#queues.values()]) {
-      for (const event of [...queue]) if (event.state !== 'in-flight' && match(event)) this.settle(event);
+    for (const [aggregate, queue] of [...this.#queues]) {
+      const kept: Array<Entry<P>> = [];
+      for (let i = queue.head; i < queue.items.length; i++) {
+        const event = queue.items[i]!;
+        if (event.state !== 'in-flight' && match(event)) this.#forget(event);
+        else kept.push(event);
+      }
+      if (kept.length === queue.items.length - queue.head) continue;
+      queue.items = kept;
+      queue.head = 0;
+      this.#afterRemoval(aggregate, queue);
     }
   }
 
   /** Every held event, in queue order per aggregate (for tests and diagnostics). */
   *held(): IterableIterator<HeldEvent<P>> {
-    for (const queue of this.#queues.values()) yield* queue;
+    for (const queue of this.#queues.values()) {
+      for (let i = queue.head; i < queue.items.length; i++) yield queue.items[i]!;
+    }
   }
+
+  /** An event leaves what is held: its timer stops, the counts drop. */
+  #forget(entry: Entry<P>): void {
+    if (entry.timer) clearTimeout(entry.timer);
+    this.#events--;
+    this.#bytes -= entry.bytes;
+  }
+
+  /** After events left an aggregate's queue: an empty queue goes; a queued head makes the aggregate ready. */
+  #afterRemoval(aggregate: string, queue: Queue<P>): void {
+    const head = headOf(queue);
+    if (!head) {
+      this.#queues.delete(aggregate);
+      this.#ready.delete(aggregate);
+    } else if (head.state === 'queued') {
+      this.#ready.add(aggregate);
+    }
+  }
+}
+
+function headOf<P>(queue: Queue<P>): Entry<P> | undefined {
+  return queue.items[queue.head];
 }

@@ -1,4 +1,5 @@
 import type { Subscriber, TopicPartition } from '../ports/subscriber.ts';
+import { type BackoffOptions, backoffDelayMs } from '../retry/backoff.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { Watermark } from './watermark.ts';
@@ -14,11 +15,23 @@ export interface PartitionState extends TopicPartition {
   committed: bigint | null;
 }
 
+/** The pause before committing again after a failed commit: full jitter, at most 5 s between tries. */
+const COMMIT_RETRY: BackoffOptions = { baseMs: 200, capMs: 5_000, maxExponent: 5 };
+
 /**
  * When an offset moves: each partition's contiguous watermark (watermark.ts) advances as its events settle, and
  * `commit` sends every moved watermark — one commit at a time, later moves coalescing into the next. A failed
- * commit is not lost: the watermark stays and the next commit (or stop) carries it; a crash re-reads, and the
- * inbox absorbs. A revoked partition is forgotten at once, so no offset is committed for it after revocation.
+ * commit is not lost: while the consumer runs, the loop tries again after a backoff (COMMIT_RETRY) until it goes
+ * through, carrying whatever moved meanwhile — an idle consumer, whose last events settled, does not wait for a
+ * next event to commit them; once stopping, the final commit is tried once and a backoff in progress is cut
+ * short. A crash re-reads what was not committed, and the inbox absorbs. A revoked partition is forgotten at
+ * once, so no offset is committed for it after revocation.
+ *
+ *   idle ──commit()──▶ committing ──ok, nothing moved since──▶ idle
+ *                         │  ▲
+ *                  failed │  │ backoff ends (or stop cuts it short)
+ *                         ▼  │
+ *                       backoff ──not running──▶ idle (the watermark stays dirty)
  */
 export class OffsetCommitter {
   readonly #subscriber: Subscriber;
@@ -28,10 +41,12 @@ export class OffsetCommitter {
   readonly #dirty = new Set<PartitionState>();
   #committing: Promise<void> | null = null;
   #again = false;
+  /** Ends the backoff after a failed commit early (set while one runs). */
+  #wake: (() => void) | null = null;
   #appliedSinceCommit = false;
   #commits = 0;
 
-  /** `running`: while true a failed commit is retried after a short pause; while stopping, once is enough. */
+  /** `running`: while true a failed commit is retried after a backoff; while stopping, once is enough. */
   constructor(subscriber: Subscriber, log: Logger, running: () => boolean) {
     this.#subscriber = subscriber;
     this.#log = log;
@@ -83,10 +98,14 @@ export class OffsetCommitter {
     return revoked;
   }
 
-  /** Commits every moved watermark; one commit at a time, later moves coalesce into the next. */
+  /**
+   * Commits every moved watermark; one commit at a time, later moves coalesce into the next. Called once the
+   * consumer stops running (its final commit), it also cuts a retry's backoff short.
+   */
   commit(): Promise<void> {
     if (this.#committing) {
       this.#again = true;
+      if (!this.#running()) this.#wake?.();
       return this.#committing;
     }
     this.#committing = this.#commitLoop().finally(() => {
@@ -96,6 +115,7 @@ export class OffsetCommitter {
   }
 
   async #commitLoop(): Promise<void> {
+    let failures = 0;
     do {
       this.#again = false;
       const moved = this.#takeMoved();
@@ -107,14 +127,33 @@ export class OffsetCommitter {
           moved.map(([part, next]) => ({ topic: part.topic, partition: part.partition, offset: next.toString() })),
         );
         this.#commits++;
+        failures = 0;
         for (const [part, next] of moved) part.committed = next;
       } catch (cause) {
-        this.#log.warn({ err: String(cause) }, 'offset commit failed; will commit with the next batch');
         for (const [part] of moved) if (!part.revoked) this.#dirty.add(part);
-        if (!this.#running()) break;
-        await new Promise((r) => setTimeout(r, 200));
+        if (!this.#running()) {
+          this.#log.warn({ err: String(cause) }, 'offset commit failed while stopping; a restart re-reads');
+          break;
+        }
+        const delayMs = backoffDelayMs(failures++, COMMIT_RETRY);
+        this.#log.warn({ err: String(cause), failures, retryInMs: delayMs }, 'offset commit failed; retrying');
+        await this.#backoff(delayMs);
+        // Again, whether or not anything settled meanwhile: the offsets that failed are still to commit.
+        this.#again = true;
       }
     } while (this.#again);
+  }
+
+  #backoff(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#wake = done;
+    });
   }
 
   #takeMoved(): Array<[PartitionState, bigint]> {

@@ -75,3 +75,28 @@ export async function firstParked(sql: Queryable, consumer: string, aggregateId:
     WHERE consumer_name = ${consumer} AND aggregate_id = ${aggregateId}`;
   return row?.v ? Number(row.v) : null;
 }
+
+/** Where a consumer stands on an aggregate: the version it applied (0: none) and how many events it parked. */
+export interface ConsumerPosition {
+  consumer_name: string;
+  aggregate_id: string;
+  last_version: number;
+  parked: number;
+}
+
+/**
+ * The positions of the given (consumer, aggregate) pairs, for re-examining findings. Parameters: the pairs.
+ * Returns: one row per distinct pair. Locks: none.
+ */
+export async function consumerPositions(
+  sql: Queryable,
+  pairs: ReadonlyArray<{ consumer: string; aggregateId: string }>,
+): Promise<ConsumerPosition[]> {
+  if (pairs.length === 0) return [];
+  const rows = await sql<Array<{ consumer_name: string; aggregate_id: string; last_version: string; parked: string }>>`
+    SELECT DISTINCT b.c AS consumer_name, b.a AS aggregate_id, coalesce(v.last_version, 0)::text AS last_version,
+           (SELECT count(*) FROM message_parked mp WHERE mp.consumer_name = b.c AND mp.aggregate_id = b.a)::text AS parked
+    FROM unnest(${pairs.map((p) => p.consumer)}::text[], ${pairs.map((p) => p.aggregateId)}::text[]) AS b(c, a)
+    LEFT JOIN consumer_aggregate_version v ON v.consumer_name = b.c AND v.aggregate_id = b.a`;
+  return rows.map((r) => ({ ...r, last_version: Number(r.last_version), parked: Number(r.parked) }));
+}

@@ -86,3 +86,12 @@ export async function failureIsOpen(sql: Queryable, failureId: number): Promise<
   const rows = await sql`SELECT 1 FROM message_failure WHERE failure_id = ${failureId} AND status = 'open'`;
   return rows.length > 0;
 }
+
+/** Which of the given failures are still open. Parameters: ids. Returns: the open ones. Locks: none. */
+export async function openFailureIds(sql: Queryable, failureIds: readonly number[]): Promise<number[]> {
+  if (failureIds.length === 0) return [];
+  const rows = await sql<{ id: string }[]>`
+    SELECT failure_id::text AS id FROM message_failure
+    WHERE failure_id = ANY (${[...failureIds]}::bigint[]) AND status = 'open'`;
+  return rows.map((r) => Number(r.id));
+}

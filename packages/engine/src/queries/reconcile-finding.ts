@@ -7,9 +7,11 @@ const COLUMNS = `finding_id::int AS id, check_name AS "check", business_key AS k
 
 /**
  * Records a page of a run's findings: new ones inserted (open, or manual when no repair can act), known ones
- * updated (what was seen now, this run) — an ignored finding stays ignored; a repaired or resolved one seen again
- * opens again (its repair did not take). Parameters: check, run id, findings. Returns: how many were new and how
- * many opened again. Locks: the findings' rows.
+ * updated (what was seen now, this run) — an ignored finding stays ignored; a manual one with a recorded verdict
+ * (a repair pass's or an operator's `repair`) stays manual while its kind is the same, so the next run does not
+ * hand it back to repairs; a repaired or resolved one seen again opens again (its repair did not take).
+ * Parameters: check, run id, findings. Returns: how many were new and how many opened again. Locks: the
+ * findings' rows.
  */
 export async function upsertFindings(
   sql: Queryable,
@@ -39,7 +41,9 @@ export async function upsertFindings(
     ON CONFLICT (check_name, business_key) DO UPDATE
       SET kind = excluded.kind, expected = excluded.expected, observed = excluded.observed,
           last_run_id = excluded.last_run_id, last_seen_at = now(),
-          status = CASE WHEN f.status = 'ignored' THEN 'ignored' ELSE excluded.status END,
+          status = CASE WHEN f.status = 'ignored' THEN 'ignored'
+                        WHEN f.status = 'manual' AND f.repair IS NOT NULL AND f.kind = excluded.kind THEN 'manual'
+                        ELSE excluded.status END,
           closed_at = CASE WHEN f.status = 'ignored' THEN f.closed_at ELSE NULL END
     RETURNING (xmax = 0) AS inserted, (SELECT p.status FROM previous p WHERE p.business_key = f.business_key) AS was`;
   let opened = 0;
@@ -52,18 +56,41 @@ export async function upsertFindings(
 }
 
 /**
- * Closes a check's live findings (open, manual) that the given full run did not observe: what was broken holds
- * again. In batches, so no statement holds many row locks for long. Parameters: check, run id, batch size.
- * Returns: how many were closed by this call (call again until 0). Locks: those rows.
+ * A check's live findings (open, manual) that the given run did not observe, keyset-paged by id: what the run's
+ * check re-examines before closing anything. Parameters: check, run id, the last id of the previous page, page
+ * size. Returns: the findings. Locks: none.
  */
-export async function closeUnobserved(sql: Queryable, check: string, runId: number, batch = 1000): Promise<number> {
+export async function unobservedFindings(
+  sql: Queryable,
+  check: string,
+  runId: number,
+  afterId: number,
+  limit: number,
+): Promise<StoredFinding[]> {
+  return sql.unsafe<StoredFinding[]>(
+    `SELECT ${COLUMNS} FROM reconciliation_finding
+     WHERE check_name = $1 AND status IN ('open', 'manual') AND last_run_id < $2 AND finding_id > $3
+     ORDER BY finding_id LIMIT $4`,
+    [check, runId, afterId, limit],
+  ) as unknown as Promise<StoredFinding[]>;
+}
+
+/**
+ * Closes as resolved the given live findings of a check that its run re-examined and found healthy, unless the
+ * run observed them after all. Parameters: check, run id, finding ids. Returns: how many were closed. Locks: those
+ * rows.
+ */
+export async function resolveFindings(
+  sql: Queryable,
+  check: string,
+  runId: number,
+  ids: readonly number[],
+): Promise<number> {
+  if (ids.length === 0) return 0;
   const rows = await sql`
     UPDATE reconciliation_finding SET status = 'resolved', closed_at = now()
-    WHERE finding_id IN (
-      SELECT finding_id FROM reconciliation_finding
-      WHERE check_name = ${check} AND status IN ('open', 'manual') AND last_run_id < ${runId}
-      ORDER BY finding_id LIMIT ${batch}
-      FOR UPDATE SKIP LOCKED)
+    WHERE finding_id = ANY (${[...ids]}::bigint[]) AND check_name = ${check} AND status IN ('open', 'manual')
+      AND last_run_id < ${runId}
     RETURNING finding_id`;
   return rows.length;
 }

@@ -42,3 +42,18 @@ export async function scheduledRetry(
     WHERE consumer_name = ${consumer} AND event_id = ${eventId}`;
   return row;
 }
+
+/**
+ * The ledger rows of the given (consumer, event) pairs as they are now: status and when last written.
+ * Parameters: the pairs. Returns: the rows that exist. Locks: none.
+ */
+export async function retryRowsAt(
+  sql: Queryable,
+  pairs: ReadonlyArray<{ consumer: string; eventId: string }>,
+): Promise<Array<{ consumer_name: string; event_id: string; status: string; updated_at: Date }>> {
+  if (pairs.length === 0) return [];
+  return sql<Array<{ consumer_name: string; event_id: string; status: string; updated_at: Date }>>`
+    SELECT r.consumer_name, r.event_id::text, r.status, r.updated_at
+    FROM unnest(${pairs.map((p) => p.consumer)}::text[], ${pairs.map((p) => p.eventId)}::uuid[]) AS b(c, e)
+    JOIN message_retry r ON r.consumer_name = b.c AND r.event_id = b.e`;
+}

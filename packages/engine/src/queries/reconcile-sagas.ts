@@ -124,6 +124,25 @@ export async function sagaStepsOf(sql: Queryable, sagaId: string): Promise<SagaS
   return row ? { ...(row as unknown as SagaStepsFact), seq: Number(row.seq) } : undefined;
 }
 
+/** Where a saga stands and when it last moved. */
+export interface SagaMove {
+  saga_id: string;
+  saga_type: string;
+  status: SagaStatus;
+  updated_at: Date;
+}
+
+/**
+ * The given sagas' status and last move, for re-examining findings. Parameters: saga ids. Returns: the sagas that
+ * exist. Locks: none.
+ */
+export async function sagaMoves(sql: Queryable, sagaIds: readonly string[]): Promise<SagaMove[]> {
+  if (sagaIds.length === 0) return [];
+  return sql<SagaMove[]>`
+    SELECT saga_id::text, saga_type, status, updated_at FROM saga_instance
+    WHERE saga_id = ANY (${[...sagaIds]}::uuid[])`;
+}
+
 function timerFacts(rows: ReadonlyArray<Record<string, unknown>>): SagaTimerFact[] {
   return rows.map((r) => ({ ...(r as unknown as SagaTimerFact), seq: Number(r.seq), version: Number(r.version) }));
 }

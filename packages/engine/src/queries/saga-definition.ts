@@ -39,3 +39,14 @@ export async function unfinishedVersions(
     GROUP BY saga_type, definition_version`;
   return rows.map((r) => ({ type: r.saga_type, version: r.definition_version, count: Number(r.n) }));
 }
+
+/**
+ * The step names a definition version was registered with (by any process), for naming the step of a saga this
+ * process does not load. Parameters: type, version. Returns: the names, or undefined when never registered.
+ * Locks: none.
+ */
+export async function definitionSteps(sql: Queryable, type: string, version: number): Promise<string[] | undefined> {
+  const [row] = await sql<Array<{ steps: string[] }>>`
+    SELECT steps FROM saga_definition WHERE saga_type = ${type} AND version = ${version}`;
+  return row?.steps;
+}

@@ -1,5 +1,6 @@
 import type { Queryable } from '../db/connect.ts';
 import type { SqlExecutor } from '../ports/sql-executor.ts';
+import type { LoadedVersions } from './saga-timer.ts';
 import type { AttentionReason, Direction, SagaState, SagaStatus, StepStatus } from '../saga/state.ts';
 
 interface SagaRow {
@@ -116,30 +117,38 @@ export async function saveSaga(sql: Queryable, s: SagaState, previousVersion: nu
     SET status = ${s.status}, step = ${s.step}, direction = ${s.direction}, attempt = ${s.attempt},
         version = ${s.version}, data = ${sql.json(s.data as never)}, steps = ${s.steps}::text[], sends = ${s.sends}::int[],
         pivot_passed = ${s.pivotPassed}, attention_reason = ${s.attentionReason}, due_at = ${toDate(s.dueAt)},
-        deadline_at = ${toDate(s.deadlineAt)}, updated_at = now()
+        deadline_at = ${toDate(s.deadlineAt)}, timer_failures = 0, updated_at = now()
     WHERE saga_id = ${s.id} AND version = ${previousVersion}
     RETURNING saga_id`;
   return rows.length === 1;
 }
 
 /**
- * Unfinished sagas whose command is overdue or whose deadline passed, oldest first.
- * Parameters: now, limit. Returns: (id, version). Locks: none (each is locked for its own transition).
+ * Unfinished sagas whose command is overdue or whose deadline passed, oldest first; with `loaded`, only those of
+ * definition versions the caller loads (others are for a process that loads them, or for definition_missing).
+ * A saga in timer backoff (timer_failures > 0) is due at its due_at alone.
+ * Parameters: now, limit, the loaded versions. Returns: (id, version). Locks: none (each is claimed for its own
+ * transition, claimDueSaga).
  */
 export async function dueSagas(
   sql: Queryable,
   now: Date,
   limit: number,
+  loaded?: LoadedVersions,
 ): Promise<Array<{ sagaId: string; version: number }>> {
+  const only = loaded
+    ? sql`AND EXISTS (SELECT 1 FROM unnest(${loaded.types}::text[], ${loaded.versions}::int[]) AS l(t, v)
+                      WHERE l.t = saga_type AND l.v = definition_version)`
+    : sql``;
   const rows = await sql<{ saga_id: string; version: string }[]>`
     SELECT saga_id, version::text FROM (
       SELECT saga_id, version, due_at AS at FROM saga_instance
-      WHERE status IN ('running', 'resolving', 'compensating') AND due_at <= ${now}
+      WHERE status IN ('running', 'resolving', 'compensating') AND due_at <= ${now} ${only}
       UNION
       -- A deadline moves a running saga only: one compensating already ignores it, and one resolving decides when
       -- its question is answered (or times out), so neither comes back at every look.
       SELECT saga_id, version, deadline_at FROM saga_instance
-      WHERE status = 'running' AND deadline_at <= ${now}
+      WHERE status = 'running' AND deadline_at <= ${now} AND (timer_failures = 0 OR due_at <= ${now}) ${only}
     ) due ORDER BY at LIMIT ${limit}`;
   return rows.map((r) => ({ sagaId: r.saga_id, version: Number(r.version) }));
 }

@@ -8,8 +8,11 @@ export interface SagaGaugeFacts {
   timeToEnd: Array<{ status: string; p50: number; p99: number }>;
 }
 
+/** How long the saga gauges' facts are kept before they are read again (telemetry/metrics.ts caches them). */
+export const SAGA_GAUGE_REFRESH_MS = 60_000;
+
 /**
- * What the saga gauges show (telemetry/metrics.ts, observeSagas), read at collection time.
+ * What the saga gauges show (telemetry/metrics.ts, observeSagas), read at collection time, at most every SAGA_GAUGE_REFRESH_MS (the count reads the whole table).
  * Parameters: none. Returns: counts by status, the oldest running age, recent time-to-end quantiles. Locks: none.
  */
 export async function sagaGaugeFacts(sql: Queryable): Promise<SagaGaugeFacts> {

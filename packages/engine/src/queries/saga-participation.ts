@@ -9,10 +9,27 @@ export interface Participation {
 }
 
 /**
+ * Claims a participant's record of a step before the decision about it: inserted fenced (no reply) unless one
+ * exists. A concurrent claim of the same step waits for the first transaction and then finds its record, so two
+ * deliveries at once are decided one after the other — never a unique violation. The placeholder is visible to no
+ * one before commit, and the decision (recordParticipation) replaces it in the same transaction.
+ * Parameters: participant, step key. Returns: true when this transaction created the record (the step was never
+ * seen). Locks: the row until commit (new, or waited for).
+ */
+export async function claimParticipation(sql: Queryable, participant: string, stepKey: string): Promise<boolean> {
+  const rows = await sql`
+    INSERT INTO saga_participation (participant, step_key, status, result)
+    VALUES (${participant}, ${stepKey}, 'fenced', NULL)
+    ON CONFLICT (participant, step_key) DO NOTHING
+    RETURNING 1`;
+  return rows.length === 1;
+}
+
+/**
  * A participant's record of one saga step, locked for the decision about it.
  * Parameters: participant, step key. Returns: the record, or undefined when the step was never seen.
  * Locks: the row until commit — a command, its query and its compensation arriving at once are decided one after
- * the other (an absent row is created fenced by whoever records first; see recordParticipation).
+ * the other (claimParticipation first makes sure the row exists).
  */
 export async function lockParticipation(
   sql: Queryable,
@@ -26,8 +43,7 @@ export async function lockParticipation(
 }
 
 /**
- * Records the decision about a step. A first record that loses a race to a concurrent one fails on the primary key
- * (the transaction retries and then sees the winner's record).
+ * Records the decision about a step, over the transaction's claim (or an earlier decision).
  * Parameters: participant, step key, status, the reply. Locks: the row.
  */
 export async function recordParticipation(
@@ -36,16 +52,22 @@ export async function recordParticipation(
   stepKey: string,
   status: ParticipationStatus,
   result: Participation['result'],
-  existed: boolean,
 ): Promise<void> {
   const json = result === null ? null : sql.json(result as never);
-  if (existed) {
-    await sql`
-      UPDATE saga_participation SET status = ${status}, result = ${json}, updated_at = now()
-      WHERE participant = ${participant} AND step_key = ${stepKey}`;
-  } else {
-    await sql`
-      INSERT INTO saga_participation (participant, step_key, status, result)
-      VALUES (${participant}, ${stepKey}, ${status}, ${json})`;
-  }
+  await sql`
+    INSERT INTO saga_participation (participant, step_key, status, result)
+    VALUES (${participant}, ${stepKey}, ${status}, ${json})
+    ON CONFLICT (participant, step_key) DO UPDATE SET status = EXCLUDED.status, result = EXCLUDED.result,
+                                                      updated_at = now()`;
+}
+
+/**
+ * Whether a reply (an outbox event of the participant) was already written for one command: a repeated command
+ * answered from the step record must not write its reply twice (the outbox's unique (aggregate, version)).
+ * Parameters: the reply's aggregate and version. Returns: true when written. Locks: none.
+ */
+export async function replyWritten(sql: Queryable, aggregateId: string, version: number): Promise<boolean> {
+  const rows = await sql`
+    SELECT 1 FROM message_outbox WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version} LIMIT 1`;
+  return rows.length === 1;
 }

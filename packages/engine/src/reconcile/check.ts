@@ -74,5 +74,14 @@ export interface ReconcileCheck {
   /** Why the check cannot run with this context (say what to configure), or null. */
   unavailable(ctx: CheckContext): string | null;
   scan(ctx: CheckContext): AsyncIterable<ScanPage>;
+  /**
+   * Re-examines live findings the run did not observe (a page of them) and returns the ids of those whose key
+   * holds now, judged settled: its subject has not moved since `settledBefore` (the run's start less the grace
+   * period), so the scan looked at it and found nothing wrong — or it ended for good. A finding whose subject
+   * moved since (the scan may have left it alone, inside its grace window), or that the check cannot judge, is
+   * left out and stays as it is: a run closes only what it re-examined and found healthy.
+   * @defaultValue none: the check's runs close nothing (its repairs still close what they find stale)
+   */
+  healthy?(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]>;
   repair(ctx: RepairContext, finding: StoredFinding): Promise<RepairOutcome>;
 }

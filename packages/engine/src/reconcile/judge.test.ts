@@ -175,7 +175,7 @@ test('saga-step-mismatch: succeeded but never applied (compensable before the pi
       saga('s5', { direction: 'compensate', status: 'compensating', records: { reserve: 'compensated' } }),
       saga('s6', { saga_type: 'other', records: {} }),
     ],
-    [defineParticipantRecords({ sagaType: 'order' })],
+    [defineParticipantRecords({ sagaType: 'order', steps: ['reserve', 'charge', 'ship'] })],
     () => true,
   );
   assert.deepEqual(

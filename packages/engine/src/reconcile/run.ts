@@ -1,5 +1,5 @@
 import { finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
-import { closeUnobserved, upsertFindings } from '../queries/reconcile-finding.ts';
+import { resolveFindings, unobservedFindings, upsertFindings } from '../queries/reconcile-finding.ts';
 import type { CheckContext, ReconcileCheck } from './check.ts';
 import type { Finding } from './finding.ts';
 
@@ -12,7 +12,7 @@ export interface CheckRunCounts {
   opened: number;
   /** Of those, repaired or resolved before and seen again (a repair that did not take). */
   reopened: number;
-  /** Live findings this run no longer observed: closed as resolved. */
+  /** Live findings this run did not observe, re-examined and found healthy: closed as resolved. */
   closed: number;
 }
 
@@ -36,10 +36,13 @@ export interface RunBy {
 /**
  * One run of a check (mode `check`): under the check's advisory lock (one run of a check at a time across
  * processes; a second is recorded as skipped), scan page by page, upsert each page's findings by (check, key),
- * then close the live findings the run did not observe. Finds only: repairs are a separate, audited step.
+ * then re-examine the live findings the run did not observe and close those the check finds healthy and settled
+ * (`ReconcileCheck.healthy`). Not being observed is not enough: a scan leaves alone what moved inside its grace
+ * window, and closing that would read as "a repair that did not take" when it is seen again. Finds only:
+ * repairs are a separate, audited step.
  *
  *   lock ──taken elsewhere──▶ skipped
- *    └──▶ running ──pages──▶ close unobserved ──▶ finished        (an error on the way: failed, nothing closed)
+ *    └──▶ running ──pages──▶ re-examine unobserved, close healthy ──▶ finished   (an error: failed, nothing closed)
  */
 export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: RunBy): Promise<CheckRunReport> {
   const counts: CheckRunCounts = { scanned: 0, found: 0, opened: 0, reopened: 0, closed: 0 };
@@ -65,6 +68,7 @@ export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: Run
   }
   let runId = 0;
   try {
+    const settledBefore = new Date(ctx.now() - ctx.options.graceMs[check.name]);
     runId = await insertRun(ctx.sql, base);
     for await (const page of check.scan(ctx)) {
       const findings = unique(page.findings);
@@ -75,7 +79,7 @@ export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: Run
       counts.reopened += reopened;
       by.onPage?.(counts);
     }
-    for (let n = -1; n !== 0; counts.closed += n) n = await closeUnobserved(ctx.sql, check.name, runId);
+    counts.closed = await closeHealthy(ctx, check, runId, settledBefore);
     await finishRun(ctx.sql, runId, 'finished', counts);
     return { runId, check: check.name, status: 'finished', counts, error: null };
   } catch (cause) {
@@ -84,6 +88,23 @@ export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: Run
     return { runId, check: check.name, status: 'failed', counts, error };
   } finally {
     await release();
+  }
+}
+
+/** The live findings the run did not observe, a page at a time: those the check finds healthy are resolved. */
+async function closeHealthy(
+  ctx: CheckContext,
+  check: ReconcileCheck,
+  runId: number,
+  settledBefore: Date,
+): Promise<number> {
+  if (!check.healthy) return 0;
+  let closed = 0;
+  for (let after = 0; ; ) {
+    const page = await unobservedFindings(ctx.sql, check.name, runId, after, ctx.options.pageSize);
+    if (page.length === 0) return closed;
+    closed += await resolveFindings(ctx.sql, check.name, runId, await check.healthy(ctx, page, settledBefore));
+    after = page[page.length - 1]!.id;
   }
 }
 

@@ -75,24 +75,37 @@ export function defineReconcileSource(input: ReconcileSourceInput): ReconcileSou
 /**
  * Saga steps whose participants keep their step records (`saga_participation`) in this database, as the demo's
  * do: only for these can saga-step-mismatch ask "did the participant apply it?". Participants elsewhere keep
- * their records in their own databases, out of reach.
+ * their records in their own databases, out of reach: a step of theirs has no record here, which would read as
+ * "never applied", so the steps covered are always named, never assumed.
  */
 export interface ParticipantRecords {
   sagaType: string;
-  /** @defaultValue every step of the saga */
-  steps: readonly string[] | null;
+  /** The steps whose participants record here (at least one). */
+  steps: readonly string[];
   readonly kind: 'postbox.reconcile-participants';
 }
 
-export function defineParticipantRecords(input: { sagaType: string; steps?: readonly string[] }): ParticipantRecords {
-  if (!input.sagaType) throw new ConfigError('participant records: sagaType is required');
-  if (input.steps !== undefined && (!Array.isArray(input.steps) || input.steps.length === 0))
-    throw new ConfigError(`participant records of ${input.sagaType}: steps must be a non-empty array when given`);
-  return {
-    sagaType: input.sagaType,
-    steps: input.steps ? [...input.steps] : null,
-    kind: 'postbox.reconcile-participants',
-  };
+export interface ParticipantRecordsInput {
+  sagaType: string;
+  /** The saga's steps whose participants keep their records in this database; required, at least one. */
+  steps: readonly string[];
+}
+
+export function defineParticipantRecords(input: ParticipantRecordsInput): ParticipantRecords {
+  if (!input?.sagaType) throw new ConfigError('participant records: sagaType is required');
+  const steps: unknown = input.steps;
+  if (!Array.isArray(steps) || steps.length === 0 || steps.some((s) => typeof s !== 'string' || s === ''))
+    throw new ConfigError(
+      `participant records of ${input.sagaType}: name the steps whose participants record in this database, ` +
+        `e.g. defineParticipantRecords({ sagaType: '${input.sagaType}', steps: ['reserve', 'charge'] }); ` +
+        'a step whose participant keeps its records elsewhere would read as never applied',
+    );
+  return { sagaType: input.sagaType, steps: [...(steps as string[])], kind: 'postbox.reconcile-participants' };
+}
+
+/** Whether a participant of this database records `step` of `sagaType` (any registration may name it). */
+export function recordsStep(participants: readonly ParticipantRecords[], sagaType: string, step: string): boolean {
+  return participants.some((p) => p.sagaType === sagaType && p.steps.includes(step));
 }
 
 /** A source's version as a safe integer, loud when the application's query returns something else. */

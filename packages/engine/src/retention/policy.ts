@@ -21,6 +21,11 @@ export interface RetentionPolicy {
   inboxDays: number | null;
   /** Failure payloads are purged after this long (the failure row stays). @defaultValue 30 */
   failurePayloadDays: number;
+  /**
+   * Ended sagas (completed, compensated, closed manually), their history and ignored replies are kept this long
+   * after their last change (retention/sagas.ts); unfinished and frozen sagas are kept. @defaultValue 30
+   */
+  sagaDays?: number;
   /** Where archives are written: `<dir>/<table>/<partition>.csv.gz` and its `.manifest.json`. */
   archiveDir: string;
 }
@@ -39,6 +44,7 @@ export function resolveRetentionPolicy(input: Partial<RetentionPolicy> & { archi
     outboxDays: days(input.outboxDays, 'POSTBOX_OUTBOX_RETENTION_DAYS'),
     inboxDays: input.inboxDays === null ? null : days(input.inboxDays, 'POSTBOX_INBOX_RETENTION_DAYS'),
     failurePayloadDays: days(input.failurePayloadDays, 'POSTBOX_FAILURE_RETENTION_DAYS'),
+    sagaDays: days(input.sagaDays, 'POSTBOX_SAGA_RETENTION_DAYS'),
     archiveDir: input.archiveDir,
   };
 }

@@ -2,7 +2,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../db/connect.ts';
 import { PostboxError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
-import { purgeFailurePayloads } from '../queries/failure-purge.ts';
 import { tryLockJob } from '../queries/job-lock.ts';
 import { PARTITIONED_TABLES, sweepDefault, type PartitionedTable } from '../queries/partitions.ts';
 import type { TopicRetention } from '../ports/offsets.ts';
@@ -25,6 +24,8 @@ import { failpoint } from '../testing/failpoint.ts';
 import { archivePath, exportPartition, readManifest, verifyArchive, type ArchiveManifest } from './archive.ts';
 import { holdReason, planRetention, type TablePlan } from './plan.ts';
 import { type RetentionPolicy, windowDays } from './policy.ts';
+import { purgeClosedFailurePayloads } from './failure-payloads.ts';
+import { purgeEndedSagas, type SagaRetentionResult } from './sagas.ts';
 
 export interface RetentionRunOptions {
   policy: RetentionPolicy;
@@ -81,6 +82,8 @@ export interface RetentionReport {
   /** Partitions made for default-partition rows past their window, before the plan (then taken out with it). */
   defaultSwept: number;
   failurePayloadsPurged: number;
+  /** Ended sagas with their history, and ignored replies, past the saga window (retention/sagas.ts). */
+  sagasPurged?: SagaRetentionResult;
 }
 
 const LOCK_NOT_AVAILABLE = '55P03';
@@ -153,10 +156,11 @@ export async function runRetention(sql: Sql, o: RetentionRunOptions): Promise<Re
           stopped();
           report.partitions.push(await takeOut(ctx, t, c.partition, c.from, c.to));
         }
-      report.failurePayloadsPurged = await purgeAll(
+      report.failurePayloadsPurged = await purgeClosedFailurePayloads(
         sql,
         new Date(now.getTime() - o.policy.failurePayloadDays * 86_400_000),
       );
+      report.sagasPurged = await purgeEndedSagas(sql, o.policy, now);
     }
     await finishRetentionRun(sql, runId, 'finished', summary(report));
     return report;
@@ -315,16 +319,6 @@ async function finishPartition(
   });
 }
 
-/** Payloads of closed failures past their window, in batches until none is left (open ones stay replayable). */
-async function purgeAll(sql: Sql, before: Date): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const n = await purgeFailurePayloads(sql, before, 1000, true);
-    total += n;
-    if (n === 0) return total;
-  }
-}
-
 /** What the ledger keeps of a run: the plan's figures and each partition's outcome (no row data). */
 function summary(r: RetentionReport): unknown {
   return {
@@ -341,6 +335,7 @@ function summary(r: RetentionReport): unknown {
     partitions: r.partitions,
     defaultSwept: r.defaultSwept,
     failurePayloadsPurged: r.failurePayloadsPurged,
+    sagasPurged: r.sagasPurged,
   };
 }
 

@@ -11,9 +11,10 @@ import { insertSaga, lockSaga, sagaIdByBusinessKey, saveSaga } from '../queries/
 import { sqlExecutor } from '../db/sql-executor.ts';
 import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { SagaDefinition } from './definition.ts';
+import { SagaDefinitionMissingError, SagaTransitionError } from './errors.ts';
 import { nextState, startState } from './machine.ts';
 import { allowedActions, operatorTransition, type SagaAction, type SagaActionKind } from './operator-actions.ts';
-import type { Direction, Outgoing, SagaEvent, SagaState, Transition } from './state.ts';
+import { type Direction, type Outgoing, type SagaEvent, type SagaState, TERMINAL, type Transition } from './state.ts';
 
 // A registry of definitions of different data types.
 type AnyDefinition = SagaDefinition<any>;
@@ -132,7 +133,10 @@ export class SagaOrchestrator {
     return { sagaId: t.state.id, created: true };
   }
 
-  /** Applies a participant's reply, in the reply consumer's transaction (the inbox has absorbed duplicates). */
+  /**
+   * Applies a participant's reply, in the reply consumer's transaction (the inbox has absorbed duplicates). Throws
+   * SagaDefinitionMissingError (transient) for a live saga of a version this process does not load.
+   */
   async onReply(tx: Queryable, reply: SagaReply, now = Date.now()): Promise<ReplyVerdict> {
     const state = isUuid(reply.sagaId) ? await lockSaga(tx, reply.sagaId) : undefined;
     if (!state) {
@@ -141,11 +145,15 @@ export class SagaOrchestrator {
     }
     const definition = this.#definitions.get(definitionKey(state.type, state.definitionVersion));
     if (!definition) {
-      await ignore(tx, reply, `saga ${state.type} v${state.definitionVersion} is not loaded by this process`);
+      // A live saga's reply waits (transient) for a process that loads the version; an ended or frozen one's
+      // changes nothing wherever it is applied.
+      if (!TERMINAL.has(state.status) && state.status !== 'needs_attention')
+        throw new SagaDefinitionMissingError(state.id, state.type, state.definitionVersion);
+      await ignore(tx, reply, `saga is ${state.status} (${state.type} v${state.definitionVersion} not loaded here)`);
       return 'definition_missing';
     }
     const event: SagaEvent = { kind: 'reply', ...reply };
-    const t = counted(nextState(definition, state, event, now));
+    const t = counted(computed(state.id, () => nextState(definition, state, event, now)));
     if (t.verdict === 'stale') {
       await ignore(tx, reply, staleReason(state, reply));
       return 'stale';
@@ -163,8 +171,9 @@ export class SagaOrchestrator {
     if (!state) return 'stale';
     const definition = this.#definitions.get(definitionKey(state.type, state.definitionVersion));
     if (!definition) return 'stale';
-    let t = nextState(definition, state, { kind: 'deadline' }, now);
-    if (t.verdict === 'stale') t = nextState(definition, state, { kind: 'timeout', version }, now);
+    let t = computed(sagaId, () => nextState(definition, state, { kind: 'deadline' }, now));
+    if (t.verdict === 'stale')
+      t = computed(sagaId, () => nextState(definition, state, { kind: 'timeout', version }, now));
     if (t.verdict === 'stale') return 'stale';
     await this.#save(tx, definition, state, counted(t));
     return 'applied';
@@ -244,6 +253,15 @@ export class SagaOrchestrator {
   async #write(tx: SqlExecutor, definition: AnyDefinition, t: Transition<unknown>, actor = 'postbox'): Promise<void> {
     await insertSagaHistory(tx, t.state.id, t.state.version, t.history, actor);
     if (t.send) await send(tx, definition, t.state, t.send);
+  }
+}
+
+/** A transition computed by the definition's functions; one that throws is the saga's permanent failure. */
+function computed<D>(sagaId: string, fn: () => Transition<D>): Transition<D> {
+  try {
+    return fn();
+  } catch (cause) {
+    throw new SagaTransitionError(sagaId, cause);
   }
 }
 

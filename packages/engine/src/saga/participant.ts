@@ -4,7 +4,13 @@ import { PermanentError } from '../errors.ts';
 import type { Handler } from '../consumer/handler.ts';
 import { enqueue } from '../outbox/enqueue.ts';
 import { failpoint } from '../testing/failpoint.ts';
-import { lockParticipation, recordParticipation, type Participation } from '../queries/saga-participation.ts';
+import {
+  claimParticipation,
+  lockParticipation,
+  type Participation,
+  recordParticipation,
+  replyWritten,
+} from '../queries/saga-participation.ts';
 import { SAGA_EXTENSIONS } from './orchestrator.ts';
 import { type Direction, REPLY } from './state.ts';
 
@@ -45,19 +51,25 @@ interface StepCommand {
  *   asked about or undone before it ran (fenced) is refused, nothing applied;
  * - the orchestrator's question (query) is answered applied / not applied, and a step never seen is fenced then;
  * - compensating a step that never ran succeeds with nothing to undo, and fences it.
+ * The record is claimed (inserted if absent) before the decision, so deliveries of one step at once are decided
+ * one after the other; a repeat answered from the record writes no second reply.
  */
 export function participant(input: ParticipantInput): Handler {
   return async (event, tx) => {
     const command = stepCommand(event);
-    const known = await lockParticipation(tx, input.name, command.key);
+    const fresh = await claimParticipation(tx, input.name, command.key);
+    const known = fresh ? undefined : await lockParticipation(tx, input.name, command.key);
     const reply = await decide(input, event, tx, command, known);
+    // One reply per (step, direction, attempt): a repeat of a command already answered does not write it again.
+    const aggregate = `saga:${command.sagaId}:${command.step}:${command.direction}`;
+    if (known && (await replyWritten(tx, aggregate, command.attempt))) return;
     await enqueue(
       tx,
       {
         event_type: reply.type,
         // One reply stream per (saga, step, direction), one version per attempt: the reply consumer's version gate
         // and inbox then order and deduplicate them like any events.
-        aggregate_id: `saga:${command.sagaId}:${command.step}:${command.direction}`,
+        aggregate_id: aggregate,
         aggregate_version: command.attempt,
         data: reply.data ?? {},
         extensions: {
@@ -80,7 +92,7 @@ async function decide(
   known: Participation | undefined,
 ): Promise<{ type: string; data?: unknown }> {
   const record = (status: Participation['status'], result: Participation['result']) =>
-    recordParticipation(tx, input.name, command.key, status, result, known !== undefined);
+    recordParticipation(tx, input.name, command.key, status, result);
   if (command.direction === 'forward') {
     if (known?.status === 'applied' && known.result) return known.result;
     if (known) return known.result && known.status === 'fenced' ? known.result : { type: REPLY.notApplied };

@@ -33,7 +33,10 @@ export type AttentionReason =
   | 'budget_exhausted'
   | 'failed_after_pivot'
   | 'deadline_after_pivot'
-  | 'definition_missing';
+  /** No process loads the saga's definition version, past the grace period (SagaTimerRunner). */
+  | 'definition_missing'
+  /** Its transition failed for good (a definition function threw, a command over the envelope limit). */
+  | 'transition_failed';
 
 export interface SagaState<D = unknown> {
   id: string;

@@ -14,7 +14,7 @@ import type { InboundRecord, PartitionLag } from '../ports/subscriber.ts';
 import { consumerCounts, outboxByTopic } from '../queries/control-counts.ts';
 import { liveFindingCounts } from '../queries/reconcile-metrics.ts';
 import { lastFinishedRun } from '../queries/retention-ledger.ts';
-import { sagaGaugeFacts } from '../queries/saga-metrics.ts';
+import { SAGA_GAUGE_REFRESH_MS, sagaGaugeFacts } from '../queries/saga-metrics.ts';
 import { storageReport } from '../retention/storage.ts';
 import { CHECK_NAMES } from '../reconcile/options.ts';
 import type { RecordResult } from '../consumer/wire.ts';
@@ -464,6 +464,8 @@ const sagaGauges = new DatabaseGauges(
       result.observe(m.sagaTimeToEnd, e.p99, { [POSTBOX_ATTR.sagaStatus]: e.status, [POSTBOX_ATTR.quantile]: 'p99' });
     }
   },
+  // Counting the sagas by status reads the whole table: at most once a minute per process, not at every scrape.
+  SAGA_GAUGE_REFRESH_MS,
 );
 
 /**

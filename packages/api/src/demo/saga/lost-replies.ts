@@ -1,4 +1,4 @@
-import type { Handler } from '@postbox/engine';
+import type { BatchHandler, Envelope, Handler, Tx } from '@postbox/engine';
 import { recordIgnoredReply, SAGA_EXTENSIONS } from '@postbox/engine/saga';
 import { inShare } from './share.ts';
 
@@ -13,24 +13,47 @@ export const LOST_REPLY_REASON = 'demo: reply lost (POSTBOX_DEMO_LOST_REPLIES)';
 export function losingReplies(handler: Handler, share: number): Handler {
   if (share <= 0) return handler;
   return async (event, tx, context) => {
-    const x = event.extensions ?? {};
-    const sagaId = x[SAGA_EXTENSIONS.id];
-    const step = x[SAGA_EXTENSIONS.step];
-    const direction = x[SAGA_EXTENSIONS.direction];
-    const attempt = Number(x[SAGA_EXTENSIONS.attempt]);
-    if (sagaId && step && direction === 'forward' && attempt === 1 && inShare(`lost:${sagaId}:${step}`, share)) {
-      // Recorded where Postbox records every reply that changed nothing, so an operator sees why the saga asked.
-      await recordIgnoredReply(tx, {
-        eventId: event.event_id,
-        sagaId,
-        replyType: event.event_type,
-        step,
-        direction,
-        attempt,
-        reason: LOST_REPLY_REASON,
-      });
-      return;
-    }
-    await handler(event, tx, context);
+    if (isLost(event, share)) await recordLost(tx, event);
+    else await handler(event, tx, context);
   };
+}
+
+/** The same for the batch handler: the lost replies are recorded, the others go on to `handler` together. */
+export function losingReplyBatches(handler: BatchHandler, share: number): BatchHandler {
+  if (share <= 0) return handler;
+  return async (batch, tx) => {
+    const kept = [];
+    for (const item of batch) {
+      if (isLost(item.event, share)) await recordLost(tx, item.event);
+      else kept.push(item);
+    }
+    if (kept.length > 0) await handler(kept, tx);
+  };
+}
+
+function isLost(event: Envelope, share: number): boolean {
+  const x = event.extensions ?? {};
+  const sagaId = x[SAGA_EXTENSIONS.id];
+  const step = x[SAGA_EXTENSIONS.step];
+  return (
+    !!sagaId &&
+    !!step &&
+    x[SAGA_EXTENSIONS.direction] === 'forward' &&
+    Number(x[SAGA_EXTENSIONS.attempt]) === 1 &&
+    inShare(`lost:${sagaId}:${step}`, share)
+  );
+}
+
+/** Recorded where Postbox records every reply that changed nothing, so an operator sees why the saga asked. */
+async function recordLost(tx: Tx, event: Envelope): Promise<void> {
+  const x = event.extensions ?? {};
+  await recordIgnoredReply(tx, {
+    eventId: event.event_id,
+    sagaId: x[SAGA_EXTENSIONS.id]!,
+    replyType: event.event_type,
+    step: x[SAGA_EXTENSIONS.step]!,
+    direction: 'forward',
+    attempt: 1,
+    reason: LOST_REPLY_REASON,
+  });
 }

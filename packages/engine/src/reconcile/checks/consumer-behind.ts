@@ -1,6 +1,12 @@
 import { republish } from '../../control/republish.ts';
 import { NotFoundError } from '../../errors.ts';
-import { appliedVersion, type ConsumerLag, consumersBehind, firstParked } from '../../queries/reconcile-consumer.ts';
+import {
+  appliedVersion,
+  type ConsumerLag,
+  consumerPositions,
+  consumersBehind,
+  firstParked,
+} from '../../queries/reconcile-consumer.ts';
 import { type OutboxFact, outboxRowsAt } from '../../queries/reconcile-outbox.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
@@ -79,6 +85,27 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
 }
 
 /**
+ * A finding the run did not observe holds again only when its consumer has applied the finding's version. Still
+ * below it, the scan may have passed it over because the aggregate moved on inside the grace period (its newer
+ * event not yet published long enough): the consumer still lacks a version published long ago, so it stays.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[]): Promise<number[]> {
+  const pairs = findings.map((f) => ({
+    consumer: f.expected.consumer as string,
+    aggregateId: f.expected.aggregateId as string,
+  }));
+  const applied = new Map(
+    (await consumerPositions(ctx.sql, pairs)).map((p) => [`${p.consumer_name}\u0000${p.aggregate_id}`, p.last_version]),
+  );
+  return findings
+    .filter((f) => {
+      const v = applied.get(`${f.expected.consumer as string}\u0000${f.expected.aggregateId as string}`) ?? 0;
+      return v >= (f.expected.version as number);
+    })
+    .map((f) => f.id);
+}
+
+/**
  * Sends the versions the consumer lacks again from the outbox (the republish command: same event ids, every
  * consumer that has them absorbs the duplicate): from the first version it has not applied up to the business
  * version, or up to the first parked one.
@@ -138,5 +165,6 @@ export const consumerBehind: ReconcileCheck = {
   unavailable: (ctx) =>
     ctx.sources.length === 0 ? 'no reconcile source registered (POSTBOX_RECONCILE_MODULES)' : null,
   scan,
+  healthy,
   repair,
 };

@@ -63,6 +63,25 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
   }
 }
 
+/**
+ * A finding the run did not observe holds again unless the outbox row of its (aggregate, version) is still on
+ * its way and was written inside the grace period: the scan does not call such a row unpublished yet. Published,
+ * archived, or not the business version any more (the scan saw the aggregate at another one): healthy.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]> {
+  const at = (f: StoredFinding) => `${f.expected.aggregateId as string}@${f.expected.version as number}`;
+  const rows = await outboxRowsAt(
+    ctx.sql,
+    findings.map((f) => ({ aggregateId: f.expected.aggregateId as string, version: f.expected.version as number })),
+  );
+  const fresh = new Set(
+    rows
+      .filter((r) => r.status !== 'published' && r.status !== 'archived' && r.created_at > settledBefore)
+      .map((r) => `${r.aggregate_id}@${r.aggregate_version}`),
+  );
+  return findings.filter((f) => !fresh.has(at(f))).map((f) => f.id);
+}
+
 async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutcome> {
   const { aggregateType, aggregateId, version } = f.expected as {
     aggregateType: string;
@@ -140,5 +159,6 @@ export const outboxMissing: ReconcileCheck = {
   unavailable: (ctx) =>
     ctx.sources.length === 0 ? 'no reconcile source registered (POSTBOX_RECONCILE_MODULES)' : null,
   scan,
+  healthy,
   repair,
 };

@@ -1,5 +1,10 @@
 import type { RetryJob } from '../../ports/retry-scheduler.ts';
-import { type ScheduledRetryFact, scheduledRetriesBefore, scheduledRetry } from '../../queries/reconcile-retry.ts';
+import {
+  retryRowsAt,
+  type ScheduledRetryFact,
+  scheduledRetriesBefore,
+  scheduledRetry,
+} from '../../queries/reconcile-retry.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
 
@@ -66,6 +71,24 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
   }
 }
 
+/**
+ * A finding the run did not observe holds again when its ledger row is gone or no longer scheduled, or was last
+ * written before the grace period (the scan looked its job up and found it). A row written since — rescheduled a
+ * moment ago — was not looked at: its finding stays.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]> {
+  const rows = await retryRowsAt(
+    ctx.sql,
+    findings.map((f) => ({ consumer: f.expected.consumer as string, eventId: f.expected.eventId as string })),
+  );
+  const unsettled = new Set(
+    rows
+      .filter((r) => r.status === 'scheduled' && r.updated_at > settledBefore)
+      .map((r) => rowKey({ consumer_name: r.consumer_name, event_id: r.event_id })),
+  );
+  return findings.filter((f) => !unsettled.has(f.key)).map((f) => f.id);
+}
+
 /** Re-arms the job of the ledger row as it is now (its attempt and due time), unless it has one again. */
 async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutcome> {
   const { consumer, eventId } = f.expected as { consumer: string; eventId: string };
@@ -94,5 +117,6 @@ export const retryJobMissing: ReconcileCheck = {
   description: 'every scheduled retry ledger row has its BullMQ job in Redis',
   unavailable: (ctx) => (ctx.schedulerFor ? null : 'no retry scheduler (REDIS_URL) to look jobs up in'),
   scan,
+  healthy,
   repair,
 };

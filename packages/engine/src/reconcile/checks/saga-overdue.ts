@@ -1,4 +1,5 @@
-import { overdueSagas, type SagaTimerFact } from '../../queries/reconcile-sagas.ts';
+import { overdueSagas, type SagaTimerFact, sagaMoves } from '../../queries/reconcile-sagas.ts';
+import { TERMINAL } from '../../saga/state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
 
@@ -44,6 +45,28 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
   }
 }
 
+/**
+ * A finding the run did not observe holds again when its saga is gone or ended, or has not moved since before
+ * the SLA (the scan would have reported it frozen or past its deadline). One that moved since — decided, then
+ * frozen again a moment ago — is left for a run that can judge it.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]> {
+  const sagas = new Map(
+    (
+      await sagaMoves(
+        ctx.sql,
+        findings.map((f) => f.key),
+      )
+    ).map((s) => [s.saga_id, s]),
+  );
+  return findings
+    .filter((f) => {
+      const s = sagas.get(f.key);
+      return !s || TERMINAL.has(s.status) || s.updated_at.getTime() <= settledBefore.getTime();
+    })
+    .map((f) => f.id);
+}
+
 async function repair(_ctx: RepairContext, f: StoredFinding): Promise<RepairOutcome> {
   return { outcome: 'manual', detail: `a decision for an operator: postbox sagas show ${f.key}` };
 }
@@ -53,5 +76,6 @@ export const sagaOverdue: ReconcileCheck = {
   description: 'no saga waits in needs_attention, or runs past its deadline, longer than the SLA',
   unavailable: () => null,
   scan,
+  healthy,
   repair,
 };

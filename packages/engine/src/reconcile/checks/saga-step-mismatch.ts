@@ -1,9 +1,9 @@
 import { ActionRefusedError } from '../../errors.ts';
-import { type SagaStepsFact, sagaSteps, sagaStepsOf } from '../../queries/reconcile-sagas.ts';
+import { type SagaStepsFact, sagaMoves, sagaSteps, sagaStepsOf } from '../../queries/reconcile-sagas.ts';
 import { TERMINAL } from '../../saga/state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
-import type { ParticipantRecords } from '../source.ts';
+import { type ParticipantRecords, recordsStep } from '../source.ts';
 import { transact } from './support.ts';
 
 /**
@@ -25,10 +25,8 @@ export function judgeSagaSteps(
 ): Finding[] {
   const out: Finding[] = [];
   for (const s of facts) {
-    const scope = participants.find((p) => p.sagaType === s.saga_type);
-    if (!scope) continue;
     s.names.forEach((name, i) => {
-      if (scope.steps && !scope.steps.includes(name)) return;
+      if (!recordsStep(participants, s.saga_type, name)) return;
       const status = s.steps[i];
       const record = s.records[name] ?? null;
       let kind: string | null = null;
@@ -81,6 +79,30 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
 }
 
 /**
+ * A finding the run did not observe holds again when its saga is gone, or has not moved since before
+ * the grace period and its step is still one whose participant records here (the scan judged it and found the
+ * saga and its participant agreeing). A saga that moved since was not judged: its finding stays.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]> {
+  const sagas = new Map(
+    (
+      await sagaMoves(
+        ctx.sql,
+        findings.map((f) => f.expected.sagaId as string),
+      )
+    ).map((s) => [s.saga_id, s]),
+  );
+  return findings
+    .filter((f) => {
+      const s = sagas.get(f.expected.sagaId as string);
+      if (!s) return true;
+      if (!recordsStep(ctx.participants, s.saga_type, f.expected.step as string)) return false;
+      return s.updated_at.getTime() <= settledBefore.getTime();
+    })
+    .map((f) => f.id);
+}
+
+/**
  * A step the saga holds as succeeded that its participant never applied: the saga compensates, by its own
  * rules. Its flow rests on a step that did not happen; it never re-sends a step forward blind, and resolve only
  * decides the step whose command is out now. Compensation undoes what did succeed, last first, and for this step
@@ -94,6 +116,9 @@ async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutco
     const s = await sagaStepsOf(tx, sagaId);
     const i = s?.names.indexOf(step) ?? -1;
     if (!s || i < 0) return { outcome: 'stale', detail: `saga ${sagaId} or its step ${step} is gone` };
+    // A finding from a registration that covered this step: its participant's records are not here to compare.
+    if (!recordsStep(ctx.participants, s.saga_type, step))
+      return { outcome: 'stale', detail: `step ${step} is not registered as recording in this database` };
     const record = s.records[step] ?? null;
     if (s.steps[i] !== 'succeeded' || record === 'applied')
       return {
@@ -151,5 +176,6 @@ export const sagaStepMismatch: ReconcileCheck = {
   unavailable: (ctx) =>
     ctx.participants.length === 0 ? 'no participant records registered (defineParticipantRecords)' : null,
   scan,
+  healthy,
   repair,
 };

@@ -1,6 +1,8 @@
-import { type SagaTimerFact, sagaTimerFact, unfiredSagaTimers } from '../../queries/reconcile-sagas.ts';
+import { sagaMoves, type SagaTimerFact, sagaTimerFact, unfiredSagaTimers } from '../../queries/reconcile-sagas.ts';
+import { TERMINAL } from '../../saga/state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
+import { isolateTimerFailure } from '../../saga/timer-failure.ts';
 import { transact } from './support.ts';
 
 /**
@@ -56,18 +58,54 @@ async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutco
   if (!sagas)
     return { outcome: 'manual', detail: 'no saga definitions loaded (POSTBOX_SAGA_MODULES): start a timer runner' };
   const now = ctx.now();
-  return transact(ctx, async (tx) => {
-    const s = await sagaTimerFact(tx, f.key);
-    if (!s || !overdue(s, now - ctx.options.graceMs['saga-timer-unfired']))
-      return { outcome: 'stale', detail: `saga ${f.key} is ${s?.status ?? 'gone'}, its timer not overdue` };
-    const action = `fire timer of saga ${s.saga_id} (v${s.version})`;
-    if (ctx.dryRun) return { outcome: 'would_repair', action, detail: `${s.status}, due ${iso(s.due_at)}` };
-    const fired = await sagas.onTimer(tx, s.saga_id, s.version, now);
-    if (fired === 'stale') return { outcome: 'stale', detail: `saga ${s.saga_id} moved on before its timer fired` };
-    const after = await sagaTimerFact(tx, s.saga_id);
-    const auditId = await ctx.audit(tx, 'reconcile.fire_saga_timer', f, brief(s), brief(after!));
-    return { outcome: 'repaired', action, detail: `${s.status} → ${after!.status}`, auditId };
-  });
+  let firing: { sagaId: string; version: number } | null = null;
+  try {
+    return await transact(ctx, async (tx) => {
+      const s = await sagaTimerFact(tx, f.key);
+      if (!s || !overdue(s, now - ctx.options.graceMs['saga-timer-unfired']))
+        return { outcome: 'stale', detail: `saga ${f.key} is ${s?.status ?? 'gone'}, its timer not overdue` };
+      const action = `fire timer of saga ${s.saga_id} (v${s.version})`;
+      if (ctx.dryRun) return { outcome: 'would_repair', action, detail: `${s.status}, due ${iso(s.due_at)}` };
+      firing = { sagaId: s.saga_id, version: s.version };
+      const fired = await sagas.onTimer(tx, s.saga_id, s.version, now);
+      if (fired === 'stale') return { outcome: 'stale', detail: `saga ${s.saga_id} moved on before its timer fired` };
+      const after = await sagaTimerFact(tx, s.saga_id);
+      const auditId = await ctx.audit(tx, 'reconcile.fire_saga_timer', f, brief(s), brief(after!));
+      return { outcome: 'repaired', action, detail: `${s.status} → ${after!.status}`, auditId };
+    });
+  } catch (cause) {
+    // The saga's own transition threw: isolate it as the timer runner does (frozen for an operator, or pushed
+    // back), so one bad saga neither fails the pass (canary, error ratio) nor stops the findings after it.
+    if (!firing) throw cause;
+    const isolated = await isolateTimerFailure(ctx.sql, firing, cause, now);
+    if (isolated.outcome === 'frozen')
+      return { outcome: 'manual', detail: `frozen as needs_attention (${isolated.reason}): ${isolated.detail}` };
+    if (isolated.outcome === 'deferred')
+      return {
+        outcome: 'stale',
+        detail: `its transition failed transiently (${isolated.detail}): timer pushed back to ${isolated.dueAt.toISOString()}`,
+      };
+    return { outcome: 'stale', detail: isolated.detail };
+  }
+}
+
+/**
+ * A finding the run did not observe holds again when its saga is gone or ended, or has not moved since before the
+ * grace period (the scan covers every saga overdue by then, so it would have reported it). One that moved since
+ * is left for a run that can judge it.
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[], settledBefore: Date): Promise<number[]> {
+  const moves = await sagaMoves(
+    ctx.sql,
+    findings.map((f) => f.key),
+  );
+  const sagas = new Map(moves.map((s) => [s.saga_id, s]));
+  return findings
+    .filter((f) => {
+      const s = sagas.get(f.key);
+      return !s || TERMINAL.has(s.status) || s.updated_at.getTime() <= settledBefore.getTime();
+    })
+    .map((f) => f.id);
 }
 
 function overdue(s: SagaTimerFact, cutoff: number): boolean {
@@ -87,5 +125,6 @@ export const sagaTimerUnfired: ReconcileCheck = {
   description: "unfinished sagas' timers (due_at, deadline_at) fire within the grace period: a timer runner runs",
   unavailable: () => null,
   scan,
+  healthy,
   repair,
 };

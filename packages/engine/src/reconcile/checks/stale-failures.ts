@@ -2,11 +2,13 @@ import {
   type AgedFailure,
   type AgedGap,
   failureIsOpen,
+  openFailureIds,
   openFailuresBefore,
   parkedGapsBefore,
 } from '../../queries/reconcile-failures.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
 import type { Finding, StoredFinding } from '../finding.ts';
+import { consumerPositions } from '../../queries/reconcile-consumer.ts';
 import { republishRange } from './consumer-behind.ts';
 
 /**
@@ -64,6 +66,37 @@ async function* scan(ctx: CheckContext): AsyncIterable<ScanPage> {
   }
 }
 
+/**
+ * A finding the run did not observe holds again when its failure is no longer open, or when its gap closed: the
+ * consumer applied the version it waited for, or nothing of the aggregate is parked any more. (An open failure
+ * only ages, so the scan sees it on every run; a gap left open is seen too, whatever was parked behind it since.)
+ */
+async function healthy(ctx: CheckContext, findings: readonly StoredFinding[]): Promise<number[]> {
+  const failures = findings.filter((f) => f.kind === 'open_failure');
+  const gaps = findings.filter((f) => f.kind !== 'open_failure');
+  const open = new Set(
+    await openFailureIds(
+      ctx.sql,
+      failures.map((f) => f.expected.failureId as number),
+    ),
+  );
+  const positions = new Map(
+    (
+      await consumerPositions(
+        ctx.sql,
+        gaps.map((f) => ({ consumer: f.expected.consumer as string, aggregateId: f.expected.aggregateId as string })),
+      )
+    ).map((p) => [`${p.consumer_name}\u0000${p.aggregate_id}`, p]),
+  );
+  const gapClosed = (f: StoredFinding) => {
+    const p = positions.get(`${f.expected.consumer as string}\u0000${f.expected.aggregateId as string}`);
+    return !p || p.parked === 0 || p.last_version >= (f.expected.version as number);
+  };
+  return [...failures.filter((f) => !open.has(f.expected.failureId as number)), ...gaps.filter(gapClosed)].map(
+    (f) => f.id,
+  );
+}
+
 async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutcome> {
   if (f.kind === 'open_failure') {
     const id = f.expected.failureId as number;
@@ -83,5 +116,6 @@ export const staleFailures: ReconcileCheck = {
   description: 'no open failure and no parked version gap is older than the SLA',
   unavailable: () => null,
   scan,
+  healthy,
   repair,
 };
