@@ -65,3 +65,4 @@ export {
   type PayloadKeyRing,
 } from './crypto/payload-keys.ts';
 export { createLogger, silentLogger, type Logger, type LoggerOptions } from './telemetry/logger.ts';
+export { redactUrl, URL_MASK } from './telemetry/redact-url.ts';

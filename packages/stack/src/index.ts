@@ -9,6 +9,7 @@
  * Redis or NATS.
  */
 import fs from 'node:fs/promises';
+import { redactUrl } from '@postbox/engine';
 import { StackError } from './errors.ts';
 import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
@@ -30,7 +31,7 @@ export {
   privateRedis,
   type PrivateServer,
 } from './private.ts';
-export { natsAnswers, natsTlsUrl } from './nats.ts';
+export { natsAnswers, natsPermissionsFile, natsTlsUrl } from './nats.ts';
 export {
   ensureTlsMaterial,
   issueServerCertificate,
@@ -43,7 +44,7 @@ export {
 export { postgresTlsUrl } from './postgres.ts';
 export { redisTlsUrl } from './redis.ts';
 export { kafkaTlsEnv } from './kafka.ts';
-export { rabbitmqAnswers, rabbitmqTlsUrl, stopEpmd } from './rabbitmq.ts';
+export { rabbitmqAnswers, rabbitmqctlScript, rabbitmqTlsUrl, stopEpmd } from './rabbitmq.ts';
 
 export interface StackEnv {
   DATABASE_URL: string;
@@ -135,7 +136,7 @@ async function startLocal(services: LocalService[], log: (line: string) => void)
 async function checkExternal(service: LocalService, target: string, log: (line: string) => void): Promise<void> {
   try {
     await waitUntil(() => answers(service, target), {
-      what: `${service.envVar} is set, but ${service.name} at ${redact(target)} does not answer`,
+      what: `${service.envVar} is set, but ${service.name} at ${redactUrl(target)} does not answer`,
       hint: `unset ${service.envVar} to let Postbox start its own`,
       timeoutMs: EXTERNAL_TIMEOUT_MS,
       intervalMs: 500,
@@ -143,7 +144,7 @@ async function checkExternal(service: LocalService, target: string, log: (line: 
   } catch (err) {
     throw new StackError('not_answering', (err as Error).message, { cause: (err as Error).cause ?? err });
   }
-  log(line(service.name, 'external', redact(target), `(from ${service.envVar})`));
+  log(line(service.name, 'external', redactUrl(target), `(from ${service.envVar})`));
 }
 
 /** A running server of ours started before the TLS material existed is stopped here, so `up` starts it with TLS. */
@@ -218,7 +219,7 @@ export async function stackStatus(): Promise<{
           () => true,
           () => false,
         );
-        return { name: service.name, running, address: redact(target) };
+        return { name: service.name, running, address: redactUrl(target) };
       }
       return { name: service.name, ...(await localStatus(service)), address: formatAddress(service.address) };
     }),
@@ -274,23 +275,6 @@ function answers(service: LocalService, target: string): Promise<void> {
       return natsAnswers(target);
     case 'rabbitmq':
       return rabbitmqAnswers(target);
-  }
-}
-
-/** Addresses are printed; passwords are not. */
-function redact(target: string): string {
-  try {
-    const url = new URL(target);
-    if (url.password) url.password = '***';
-    return url.protocol === 'postgres:' ||
-      url.protocol === 'postgresql:' ||
-      url.protocol.startsWith('redis') ||
-      url.protocol === 'nats:' ||
-      url.protocol === 'amqp:'
-      ? url.toString()
-      : target;
-  } catch {
-    return target;
   }
 }
 

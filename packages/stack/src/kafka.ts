@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import kafkajs from 'kafkajs';
+import { redactUrl } from '@postbox/engine';
 import { StackError } from './errors.ts';
 import { canConnect, formatAddress, type HostPort } from './ports.ts';
 import { requireExecutable, requireExecutables } from './prerequisites.ts';
@@ -137,7 +138,8 @@ export async function kafkaAnswers(brokers: string[]): Promise<void> {
     await admin.connect();
     await admin.listTopics();
     const cluster = await admin.describeCluster();
-    if (cluster.brokers.length === 0) throw new Error(`kafka at ${brokers.join(',')} lists no live broker yet`);
+    if (cluster.brokers.length === 0)
+      throw new Error(`kafka at ${redactUrl(brokers.join(','))} lists no live broker yet`);
   } finally {
     await admin.disconnect();
   }

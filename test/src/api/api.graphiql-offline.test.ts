@@ -39,7 +39,7 @@ let browser: TestBrowser;
 before(async () => {
   db = await freshDatabase();
   // Development configuration from an empty environment, as `npm start` reads it: GraphiQL on, one operator token.
-  config = readApiConfig({ POSTBOX_API_PORT: '0' });
+  config = readApiConfig({ POSTBOX_API_PORT: '0' }, { defaultMode: 'development' });
   resources = createApiResources(readConfig(stack, { POSTBOX_TOPICS: 'api.unused:1' }));
   plane = await startControlPlane(config, resources.deps);
   browser = await launchBrowser();

@@ -102,12 +102,21 @@ main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
-  (error: unknown) => {
+  async (error: unknown) => {
     // PostboxError's code (config_invalid, …), or a system error's (ECONNREFUSED, …).
     const raw = (error as { code?: unknown })?.code;
     const code = typeof raw === 'string' ? ` [${raw}]` : '';
-    console.error(`postbox: ${(error as Error)?.message ?? String(error)}${code}`);
+    console.error(await withoutSecrets(`postbox: ${(error as Error)?.message ?? String(error)}${code}`));
     if (process.env.POSTBOX_DEBUG) console.error(error);
     process.exitCode = 1;
   },
 );
+
+/** A message may quote a connection string: its passwords are masked (the engine loaded only on this path). */
+async function withoutSecrets(text: string): Promise<string> {
+  try {
+    return (await import('@postbox/engine')).redactUrl(text);
+  } catch {
+    return text;
+  }
+}

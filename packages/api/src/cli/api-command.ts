@@ -17,8 +17,10 @@ Environment: DATABASE_URL, KAFKA_BROKERS, REDIS_URL, POSTBOX_API_PORT (4000), PO
 POSTBOX_API_TOKENS ("actor:scope+scope:token,…"; scopes viewer, operator, admin, payload; an actor may hold
 several), POSTBOX_API_TOKENS_FILE (the same entries, one per line, read again on SIGHUP: add or revoke tokens
 without a restart), POSTBOX_API_CORS_ORIGINS (origins a browser may call from; default none: CORS off),
-POSTBOX_API_MUTATIONS_PER_MINUTE (per token, default 60),
-POSTBOX_ENV=production (no GraphiQL, introspection for admin only, tokens required),
+POSTBOX_API_MUTATIONS_PER_MINUTE (mutation fields per token, aliases counted, default 60),
+POSTBOX_API_SUBSCRIPTIONS_PER_TOKEN (open subscriptions per token, default 4), POSTBOX_API_SUBSCRIPTIONS (in all,
+default 32), POSTBOX_ENV = production (the default: no GraphiQL, introspection for admin only, tokens required) or
+development (GraphiQL, open introspection, a token made up when none is set; anything else refuses to start),
 POSTBOX_SAGA_MODULES ("./sagas.ts,@acme/sagas": modules exporting \`sagas\`, arrays of saga definitions, which
 saga actions are built from; without it sagas are read, not acted on),
 POSTBOX_RECONCILE_MODULES (modules exporting \`sources\` of defineReconcileSource results, as for postbox reconcile;

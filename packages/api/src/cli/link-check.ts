@@ -1,4 +1,4 @@
-import { connect, ConfigError } from '@postbox/engine';
+import { connect, ConfigError, redactUrl } from '@postbox/engine';
 import { createKafka } from '@postbox/engine/kafka';
 import { connectNats } from '@postbox/engine/nats';
 import { closeRabbit, connectRabbit } from '@postbox/engine/rabbitmq';
@@ -26,7 +26,8 @@ export async function checkLinks(config: PostboxConfig, links: Link[]): Promise<
     ),
   );
   const problems = failures.filter((f): f is string => f !== null);
-  if (problems.length > 0) throw new ConfigError(problems.join('\n'));
+  // A driver's message may quote the URL it dialled: what is printed goes through redactUrl whole.
+  if (problems.length > 0) throw new ConfigError(redactUrl(problems.join('\n')));
 }
 
 const CHECKS: Record<Link, (config: PostboxConfig) => Promise<void>> = {
@@ -147,8 +148,8 @@ function describe(link: Link, config: PostboxConfig, error: unknown): string {
 function address(link: Link, config: PostboxConfig): string {
   try {
     const { broker } = config;
-    if (link === 'broker' && broker.kind === 'kafka') return broker.kafka.brokers.join(',');
-    if (link === 'broker' && broker.kind === 'nats') return broker.nats.servers.join(',');
+    if (link === 'broker' && broker.kind === 'kafka') return redactUrl(broker.kafka.brokers.join(','));
+    if (link === 'broker' && broker.kind === 'nats') return redactUrl(broker.nats.servers.join(','));
     const url = new URL(
       link === 'postgres' ? config.databaseUrl : link === 'redis' ? config.redisUrl : rabbitUrl(config),
     );

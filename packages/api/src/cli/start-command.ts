@@ -5,7 +5,8 @@ import type { Consumer } from '@postbox/engine/runtime';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
 import { readConfig } from '../config/env.ts';
-import { linkEnv } from '../config/links.ts';
+import { brokerKind, linkEnv } from '../config/links.ts';
+import { enforceLinkSecurity } from '../config/link-security.ts';
 import { developmentStack } from './dev-stack.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startOrderService, type DemoOrderService } from '../demo/order-service.ts';
@@ -39,6 +40,7 @@ Environment: as for postbox relay, plus
   POSTBOX_DEMO_REFUSED_PAYMENTS  share of payments declined (the saga compensates), default 0.1
   POSTBOX_DEMO_LOST_REPLIES      share of step replies lost (the saga asks: resolving), default 0.05
   POSTBOX_DEMO_SAGA_PREFIX       prefix of the saga's topics and consumer groups, default demo
+  POSTBOX_ENV                    the control plane's mode, default development here (production | development)
 Options:
   -h, --help   this text`;
 
@@ -48,14 +50,18 @@ export async function startCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
+  // The demo is the one place the control plane defaults to development (GraphiQL, a printed token); an explicit
+  // POSTBOX_ENV still wins, and `postbox api` alone stays production. Read first: a bad value stops before anything starts.
+  const apiConfig = readApiConfig(process.env, { defaultMode: 'development' });
   const signal = shutdownSignal();
   // Inside the repository the development stack starts what is not running; an installed Postbox uses the links set.
   const devStack = await developmentStack();
+  // linkEnv checks the links' security; the stack's links are checked before it starts anything.
+  if (devStack) enforceLinkSecurity(devStack.stackEnv(), brokerKind());
   const links = devStack ? await devStack.stackUp({ log: (line) => console.log(line) }) : await linkEnv();
   if (signal.aborted) return 0;
   const config = readConfig(links, process.env, { logLevel: process.env.LOG_LEVEL ?? 'warn' });
   await checkLinks(config, ['postgres', 'broker', 'redis']);
-  const apiConfig = readApiConfig();
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });
   const topic = config.topics[0]!.topic;

@@ -6,6 +6,14 @@ import { CHECK_NAMES, type CheckName, isCheckName } from '@postbox/engine/reconc
 export type Scope = 'viewer' | 'operator' | 'admin' | 'payload';
 const SCOPES: readonly Scope[] = ['viewer', 'operator', 'admin', 'payload'];
 
+/**
+ * How the control plane runs. production: no GraphiQL, introspection for admin only, tokens required. development
+ * (the demo of `postbox start`): GraphiQL, introspection for every caller, an operator token made up and printed
+ * when none is configured.
+ */
+export type ApiMode = 'production' | 'development';
+const MODES: readonly ApiMode[] = ['production', 'development'];
+
 /** A configured bearer token: who it is (the audit log's actor) and what it may do. Only its hash is kept. */
 export interface ApiToken {
   actor: string;
@@ -16,7 +24,7 @@ export interface ApiToken {
 export interface ApiConfig {
   host: string;
   port: number;
-  /** Production: no GraphiQL, introspection only for admin, tokens required. */
+  /** Production (ApiMode): no GraphiQL, introspection only for admin, tokens required. */
   production: boolean;
   tokens: ApiToken[];
   /** A token generated for this run (development only, when none is configured); printed at start. */
@@ -28,8 +36,15 @@ export interface ApiConfig {
    * a page of another origin cannot read an answer.
    */
   corsOrigins?: string[];
-  /** Mutations a token may run per minute, as a bucket of that many refilled evenly (POSTBOX_API_MUTATIONS_PER_MINUTE). @defaultValue 60 */
+  /**
+   * Mutation fields a token may run per minute, as a bucket of that many refilled evenly; an operation with N
+   * mutation fields (aliases included) takes N (POSTBOX_API_MUTATIONS_PER_MINUTE). @defaultValue 60
+   */
   mutationsPerMinute?: number;
+  /** Subscriptions one token may hold open at once (POSTBOX_API_SUBSCRIPTIONS_PER_TOKEN). @defaultValue 4 */
+  subscriptionsPerToken?: number;
+  /** Subscriptions open at once over all callers (POSTBOX_API_SUBSCRIPTIONS). @defaultValue 32 */
+  subscriptionsTotal?: number;
   /** A file of tokens (POSTBOX_API_TOKENS_FILE: entries as POSTBOX_API_TOKENS, one per line), read again on SIGHUP. */
   tokensFile?: string | null;
   /**
@@ -46,20 +61,30 @@ export interface ApiConfig {
   reconcileGraceMs?: Partial<Record<CheckName, number>>;
 }
 
+export interface ReadApiConfigOptions {
+  /**
+   * The mode when POSTBOX_ENV is unset or empty. Only the demo (`postbox start`) passes development; every other
+   * entry keeps production, so a deployment that forgot the variable fails closed. @defaultValue 'production'
+   */
+  defaultMode?: ApiMode;
+}
+
 /**
- * POSTBOX_API_PORT (default 4000), POSTBOX_API_HOST (default 127.0.0.1), POSTBOX_ENV or NODE_ENV = production,
- * POSTBOX_API_TOKENS = "actor:scope+scope:token,…" (scopes: viewer, operator, admin, payload; admin implies all,
- * operator implies viewer), POSTBOX_SAGA_MODULES = "module,…" (saga definitions, see parseSagaModules). Without
- * tokens, development generates one operator token per run.
+ * POSTBOX_API_PORT (default 4000), POSTBOX_API_HOST (default 127.0.0.1), POSTBOX_ENV = production | development
+ * (default production; NODE_ENV is not read), POSTBOX_API_TOKENS = "actor:scope+scope:token,…" (scopes: viewer,
+ * operator, admin, payload; admin implies all, operator implies viewer), POSTBOX_SAGA_MODULES = "module,…" (saga
+ * definitions, see parseSagaModules). Without tokens, development generates one operator token per run.
  */
-export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
-  const production = (env.POSTBOX_ENV ?? env.NODE_ENV) === 'production';
+export function readApiConfig(env: NodeJS.ProcessEnv = process.env, options: ReadApiConfigOptions = {}): ApiConfig {
+  const production = parseMode(env.POSTBOX_ENV, options.defaultMode ?? 'production') === 'production';
   const tokensFile = env.POSTBOX_API_TOKENS_FILE || null;
   const tokens = readTokens(env, tokensFile);
   let devToken: string | null = null;
   if (tokens.length === 0) {
     if (production)
-      throw new ConfigError('POSTBOX_API_TOKENS must name at least one token in production (actor:scopes:token)');
+      throw new ConfigError(
+        'POSTBOX_API_TOKENS must name at least one token in production (actor:scopes:token); POSTBOX_ENV=development makes one up for a local run',
+      );
     devToken = `dev-${randomBytes(18).toString('base64url')}`;
     tokens.push(apiToken('developer', ['operator'], devToken));
   }
@@ -72,11 +97,27 @@ export function readApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     maxBodyBytes: 65_536,
     corsOrigins: parseCorsOrigins(env.POSTBOX_API_CORS_ORIGINS ?? ''),
     mutationsPerMinute: positiveInt(env.POSTBOX_API_MUTATIONS_PER_MINUTE, 'POSTBOX_API_MUTATIONS_PER_MINUTE', 60),
+    subscriptionsPerToken: positiveInt(
+      env.POSTBOX_API_SUBSCRIPTIONS_PER_TOKEN,
+      'POSTBOX_API_SUBSCRIPTIONS_PER_TOKEN',
+      4,
+    ),
+    subscriptionsTotal: positiveInt(env.POSTBOX_API_SUBSCRIPTIONS, 'POSTBOX_API_SUBSCRIPTIONS', 32),
     tokensFile,
     sagaModules: parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''),
     reconcileModules: parseSagaModules(env.POSTBOX_RECONCILE_MODULES ?? ''),
     reconcileGraceMs: parseReconcileGrace(env.POSTBOX_RECONCILE_GRACE_MS ?? ''),
   };
+}
+
+/**
+ * POSTBOX_ENV, exactly one of the modes; unset or empty is `fallback`. Anything else (prod, Production, staging)
+ * stops the start: a misspelt production must not quietly run as development.
+ */
+export function parseMode(raw: string | undefined, fallback: ApiMode): ApiMode {
+  if (raw === undefined || raw === '') return fallback;
+  if ((MODES as readonly string[]).includes(raw)) return raw as ApiMode;
+  throw new ConfigError(`POSTBOX_ENV must be ${MODES.join(' or ')} (got "${raw}"); unset means production`);
 }
 
 /** "outbox-missing=30000,consumer-behind=60000": grace periods per check (as `postbox reconcile` reads them). */

@@ -11,6 +11,7 @@ import {
   type RetentionPolicy,
 } from '@postbox/engine/retention';
 import { brokerKind, requireLink, type BrokerKind, type LinkEnv } from './links.ts';
+import { kafkaSsl } from './link-security.ts';
 import { DEFAULT_RELAY_THREADS, type BrokerConnection } from '@postbox/workers';
 
 /**
@@ -156,6 +157,7 @@ export function readRetentionPolicy(env: NodeJS.ProcessEnv = process.env): Reten
       inboxDays:
         env.POSTBOX_INBOX_RETENTION_DAYS === 'forever' ? null : optionalInt(env, 'POSTBOX_INBOX_RETENTION_DAYS', 1),
       failurePayloadDays: optionalInt(env, 'POSTBOX_FAILURE_RETENTION_DAYS', 1),
+      sagaDays: optionalInt(env, 'POSTBOX_SAGA_RETENTION_DAYS', 1),
       archiveDir: resolve(env.POSTBOX_ARCHIVE_DIR || 'postbox-archive'),
     }) as Partial<RetentionPolicy> & { archiveDir: string },
   );
@@ -172,7 +174,7 @@ function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean
 function kafkaConnection(brokers: string, env: NodeJS.ProcessEnv): KafkaConnection {
   const connection: KafkaConnection = { brokers: parseBrokers(brokers), clientId: env.KAFKA_CLIENT_ID ?? 'postbox' };
   if (connection.brokers.length === 0) throw new ConfigError('KAFKA_BROKERS must list at least one host:port');
-  if (env.KAFKA_SSL === 'true') connection.ssl = true;
+  if (kafkaSsl(env)) connection.ssl = true;
   // A private CA: certificates and host names are still verified, against it instead of the system's CAs.
   if (env.KAFKA_SSL_CA) connection.ssl = { ca: [readCaFile(env.KAFKA_SSL_CA, 'KAFKA_SSL_CA')] };
   const mechanism = env.KAFKA_SASL_MECHANISM;

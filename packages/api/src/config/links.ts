@@ -1,5 +1,6 @@
 import { ConfigError } from '@postbox/engine';
 import { developmentStack } from '../cli/dev-stack.ts';
+import { enforceLinkSecurity } from './link-security.ts';
 
 /** Where Postbox's links point: the variables every command reads. */
 export interface LinkEnv {
@@ -31,8 +32,17 @@ export function brokerKind(env: NodeJS.ProcessEnv = process.env): BrokerKind {
  * The link variables that are set; inside the repository, the development stack's local addresses fill the rest
  * (as `npm start` expects). An installed Postbox has no development stack: what is unset stays empty, and the
  * command that needs it says so ({@link requireLink}). An unset REDIS_URL means no durable retry schedule.
+ * Every command reads its links here, so here an insecure link stops it (link-security.ts): TLS that does not
+ * verify the server, or a password sent in clear off this machine, unless POSTBOX_ALLOW_INSECURE names the link
+ * — then each allowed one is a warning line on stderr, at every start.
  */
-export async function linkEnv(env: NodeJS.ProcessEnv = process.env): Promise<LinkEnv> {
+export async function linkEnv(env: NodeJS.ProcessEnv = process.env, warn?: (line: string) => void): Promise<LinkEnv> {
+  const links = await resolveLinks(env);
+  enforceLinkSecurity(links, brokerKind(env), env, warn);
+  return links;
+}
+
+async function resolveLinks(env: NodeJS.ProcessEnv): Promise<LinkEnv> {
   const set = Object.fromEntries(LINK_VARIABLES.map((name) => [name, env[name] || ''])) as unknown as LinkEnv;
   if (LINK_VARIABLES.every((name) => set[name])) return set;
   const stack = await developmentStack();

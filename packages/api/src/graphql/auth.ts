@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { hash, type ApiToken, type Scope } from '../config/api.ts';
 
 export interface Caller {
@@ -22,4 +22,15 @@ export function callerOf(header: string | null, tokens: ApiToken[]): Caller {
 /** The token of an `Authorization: Bearer …` header, however the scheme is spelled and spaced; null without one. */
 export function bearerToken(header: string | null): string | null {
   return /^Bearer\s+(\S+)$/i.exec(header ?? '')?.[1] ?? null;
+}
+
+/**
+ * What per-token limits (mutation rate, open subscriptions) count against: the token itself (its hash), not the
+ * header's spelling (`bearer  T` is `Bearer T`). Callers without a valid token share one key, so made-up tokens
+ * cannot crowd real ones out of a bounded map.
+ */
+export function tokenKey(header: string | null, caller: Caller): string {
+  const token = bearerToken(header);
+  if (token === null || caller.actor === 'anonymous') return 'anonymous';
+  return createHash('sha256').update(token).digest('base64url');
 }

@@ -32,4 +32,9 @@ export interface ApiContext {
   production: boolean;
   /** Audit writes started during the request (denials); awaited before the response is sent. */
   audits: Promise<unknown>[];
+  /**
+   * Payload-scoped fields this request was refused, by schema coordinate (`Failure.payload`), with the rows they
+   * were asked of: one audit row per field and request, written before the response is sent.
+   */
+  deniedReads: Map<string, Array<string | null>>;
 }

@@ -3,11 +3,11 @@ import { BacklogMonitor } from '@postbox/engine/control';
 import { createBrokerOffsets } from '@postbox/workers';
 import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
 import { type CheckName, Reconciler } from '@postbox/engine/reconcile';
-import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { SagaOrchestrator } from '@postbox/engine/saga';
 import type { PostboxConfig } from '../config/env.ts';
 import type { ReconcileRegistrations } from '../reconcile/modules.ts';
 import type { ApiDeps } from './context.ts';
+import { SchedulerCache, type SchedulerCacheOptions } from './scheduler-cache.ts';
 
 export interface ApiResources {
   deps: ApiDeps;
@@ -21,25 +21,26 @@ export interface ApiResourceOptions {
   reconcile?: ReconcileRegistrations;
   /** Grace periods per check (POSTBOX_RECONCILE_GRACE_MS). @defaultValue the engine's */
   reconcileGraceMs?: Partial<Record<CheckName, number>>;
+  /** The bound of open retry schedulers and their idle timeout (SchedulerCache). @defaultValue its defaults */
+  schedulers?: Pick<SchedulerCacheOptions, 'maxOpen' | 'idleMs'>;
 }
 
 /**
  * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets, a Redis connection for
- * readiness and one retry scheduler per consumer, made when first needed, and the reconciler over them. `close`
- * ends all of them.
+ * readiness and the retry schedulers of consumers, opened when a call needs one and closed when idle (a bounded
+ * SchedulerCache), and the reconciler over them. `close` ends all of them.
  */
 export function createApiResources(config: PostboxConfig, options: ApiResourceOptions = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
   const offsets = createBrokerOffsets(config.broker, config.topics);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
-  const schedulers = new Map<string, RetryScheduler>();
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });
   const redisUrl = config.redisUrl;
-  const schedulerFor = (consumer: string): RetryScheduler => {
-    let s = schedulers.get(consumer);
-    if (!s) schedulers.set(consumer, (s = new BullmqRetryScheduler({ redisUrl: redisUrl!, consumer })));
-    return s;
-  };
+  const schedulers = new SchedulerCache({
+    open: (consumer) => new BullmqRetryScheduler({ redisUrl: redisUrl!, consumer }),
+    ...options.schedulers,
+  });
+  const schedulerFor = (consumer: string) => schedulers.get(consumer);
   const waker = createWaker(sql);
   const reconciler = new Reconciler({
     sql,
@@ -67,7 +68,7 @@ export function createApiResources(config: PostboxConfig, options: ApiResourceOp
     deps,
     async close() {
       await backlog.stop();
-      await Promise.all([...schedulers.values()].map((s) => s.close()));
+      await schedulers.close();
       await offsets.close();
       redis?.close();
       await waker.flush();

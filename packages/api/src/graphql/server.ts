@@ -2,13 +2,15 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { NoSchemaIntrospectionCustomRule } from 'graphql';
+import { insertAudit } from '@postbox/engine/control';
 import { observeReconcileFindings } from '@postbox/engine/reconcile';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import type { ApiConfig } from '../config/api.ts';
 import { callerOf } from './auth.ts';
 import { graphiqlAssets, renderGraphiQL } from './graphiql.ts';
-import { mutationRateLimit, securityHeaders } from './hardening.ts';
+import { bodyLimit, mutationRateLimit, securityHeaders } from './hardening.ts';
 import type { ApiContext, ApiDeps } from './context.ts';
+import { SubscriptionSlots, subscriptionLimit } from './subscription-slots.ts';
 import { schema } from './schema/index.ts';
 
 export interface ControlPlane {
@@ -23,9 +25,12 @@ export interface ControlPlane {
  * before execution, introspection only outside production or for admin, errors masked (a GraphQLError a
  * resolver meant to show passes; anything else becomes "Unexpected error."), single requests only. GraphiQL
  * (development only) comes from this server, never a CDN, under a strict content security policy. CORS is off unless
- * origins are named; every answer carries security headers; mutations are rate-limited per token (hardening.ts).
+ * origins are named; every answer carries security headers; mutation fields are rate-limited per token and bodies
+ * bounded however they are framed (hardening.ts); subscriptions are authorized when made and capped per token and
+ * in all (subscription-slots.ts).
  */
 export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
+  const slots = new SubscriptionSlots(config.subscriptionsPerToken ?? 4, config.subscriptionsTotal ?? 32);
   return createYoga<{}, ApiContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -46,6 +51,7 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
       deps,
       production: config.production,
       audits: [],
+      deniedReads: new Map(),
     }),
     plugins: [
       ...(config.production ? [] : [graphiqlAssets()]),
@@ -62,6 +68,7 @@ export function createControlPlaneHandler(config: ApiConfig, deps: ApiDeps) {
       introspectionGate(config),
       securityHeaders(),
       mutationRateLimit(config.mutationsPerMinute ?? 60),
+      subscriptionLimit(slots),
       flushAudits(),
     ],
   });
@@ -99,30 +106,6 @@ export async function startControlPlane(config: ApiConfig, deps: ApiDeps): Promi
   };
 }
 
-/** A request body over the limit is refused before it is read (413). */
-function bodyLimit(maxBytes: number): Plugin {
-  return {
-    onRequest({ request, endResponse, fetchAPI }) {
-      const length = Number(request.headers.get('content-length') ?? '0');
-      if (length > maxBytes) {
-        endResponse(
-          new fetchAPI.Response(
-            JSON.stringify({
-              errors: [
-                {
-                  message: `request body of ${length} bytes is over the limit of ${maxBytes}`,
-                  extensions: { code: 'PAYLOAD_TOO_LARGE' },
-                },
-              ],
-            }),
-            { status: 413, headers: { 'content-type': 'application/json' } },
-          ),
-        );
-      }
-    },
-  };
-}
-
 /**
  * Production hides the schema from everyone but admin (field suggestions are off everywhere). Validation runs
  * before the request's context is built, so the caller is read from the request here.
@@ -137,13 +120,31 @@ function introspectionGate(config: ApiConfig): Plugin<{ request: Request }> {
   };
 }
 
-/** Denied mutations are audited before the response goes out, so a client that saw FORBIDDEN finds the row. */
+/**
+ * Denied mutations and refused payload reads are audited before the response goes out, so a client that saw
+ * FORBIDDEN finds the row. A refused read is one row per field and request, naming the rows it was asked of (at
+ * most a page of them), so a long list costs one insert, not one per row.
+ */
 function flushAudits(): Plugin<ApiContext> {
   return {
     onExecute() {
       return {
         async onExecuteDone({ args }) {
-          await Promise.all(args.contextValue.audits);
+          const ctx = args.contextValue;
+          for (const [field, targets] of ctx.deniedReads)
+            ctx.audits.push(
+              insertAudit(ctx.deps.sql, {
+                actor: ctx.caller.actor,
+                action: `read:${field}`,
+                reason: null,
+                target: targets.length === 1 ? targets[0]! : null,
+                before: null,
+                after: { targets: targets.slice(0, 100) },
+                outcome: 'denied',
+              }).catch(() => {}),
+            );
+          ctx.deniedReads.clear();
+          await Promise.all(ctx.audits);
         },
       };
     },

@@ -2,6 +2,7 @@ import type { Sql } from '../db/connect.ts';
 import { NotFoundError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
+import { requireRegisteredConsumer } from './registered-consumer.ts';
 
 export interface RetryNowRequest {
   consumer: string;
@@ -20,9 +21,16 @@ export interface RetryNowResult {
 
 /**
  * Brings a scheduled retry forward to now: the ledger row's due time moves (the attempt count does not), and a
- * job for the new due time is enqueued. The old job finds a due time that no longer matches and does nothing.
+ * job for the new due time is enqueued. The old job finds a due time that no longer matches and does nothing. A
+ * consumer that never registered is refused first (NotFoundError), and the scheduler is asked for only once the
+ * ledger row moved: nothing is opened for a name that has nothing to retry.
  */
-export async function retryNow(sql: Sql, scheduler: RetryScheduler, request: RetryNowRequest): Promise<RetryNowResult> {
+export async function retryNow(
+  sql: Sql,
+  schedulerFor: (consumer: string) => RetryScheduler,
+  request: RetryNowRequest,
+): Promise<RetryNowResult> {
+  await requireRegisteredConsumer(sql, request.consumer);
   const row = await sql.begin(async (tx) => {
     const [r] = await tx<{ attempt: number; next_attempt_at: Date; before: Date }[]>`
       UPDATE message_retry SET next_attempt_at = now(), updated_at = now()
@@ -40,7 +48,7 @@ export async function retryNow(sql: Sql, scheduler: RetryScheduler, request: Ret
     });
     return { ...r, auditId };
   });
-  await scheduler.schedule({
+  await schedulerFor(request.consumer).schedule({
     consumer: request.consumer,
     eventId: request.eventId,
     attempt: row.attempt,

@@ -5,6 +5,7 @@ import { scheduleRetry } from '../queries/retry-ledger.ts';
 import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { lockSkipTarget, markSkipped, takeParkedSuccessor } from '../queries/skip-event.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
+import { requireRegisteredConsumer } from './registered-consumer.ts';
 
 export interface SkipRequest {
   consumer: string;
@@ -26,15 +27,18 @@ export interface SkipResult {
 /**
  * The explicit unblock (docs/operations.md): an aggregate whose head failed for good moves past it without its side
  * effect, and what was parked behind it drains through the retry path. Only the head can be skipped — skipping a
- * later version would hide the earlier one — and only by an audited operator action with a reason.
+ * later version would hide the earlier one — and only by an audited operator action with a reason. A consumer
+ * that never registered is refused first (NotFoundError); the scheduler (null without Redis) is asked for only
+ * when a parked successor must be woken.
  */
 export async function skipEvent(
   sql: Sql,
-  scheduler: RetryScheduler | null,
+  schedulerFor: (consumer: string) => RetryScheduler | null,
   request: SkipRequest,
   keys: PayloadKeyRing | null = null,
 ): Promise<SkipResult> {
   if (!request.reason.trim()) throw new ConfigError('skip needs a reason (it is written to the audit log)');
+  await requireRegisteredConsumer(sql, request.consumer);
   const outcome = await sql.begin(async (tx) => {
     const target = await lockSkipTarget(tx, request.consumer, request.eventId);
     if (!target)
@@ -51,7 +55,7 @@ export async function skipEvent(
     const next = await takeParkedSuccessor(tx, request.consumer, target.aggregate_id, target.aggregate_version);
     let dueAt: Date | null = null;
     if (next) {
-      if (!scheduler)
+      if (!schedulerFor(request.consumer))
         throw new ConfigError('skipping an event with parked successors needs the retry scheduler (REDIS_URL)');
       dueAt = await scheduleRetry(
         tx,
@@ -92,6 +96,7 @@ export async function skipEvent(
     return { target, next, dueAt, auditId };
   });
   // After commit: the job is only the alarm clock; if this enqueue fails, reconciliation re-enqueues from the ledger.
+  const scheduler = outcome.next && outcome.dueAt ? schedulerFor(request.consumer) : null;
   if (outcome.next && outcome.dueAt && scheduler) {
     await scheduler.schedule({
       consumer: request.consumer,

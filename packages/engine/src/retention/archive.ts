@@ -1,13 +1,14 @@
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Transform, Writable, type TransformCallback } from 'node:stream';
+import { Transform, Writable, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import type { Sql } from '../db/connect.ts';
 import { PostboxError } from '../errors.ts';
 import { tableColumns } from '../queries/retention-partitions.ts';
+import { createPrivateFile, privateDirectory, publishFile, syncDirectory } from './private-file.ts';
 
 /**
  * Archives of partitions that leave their table (docs/operations.md "Retention"): one gzip file of CSV per
@@ -15,6 +16,8 @@ import { tableColumns } from '../queries/retention-partitions.ts';
  * `COPY … FROM` — and a manifest beside it with the SHA-256 of the CSV and of the file, the row count and the
  * columns. Files, not an archive table: the point is a small database, and a file with its checksum is evidence
  * that fits WORM or object storage. Written to `.tmp`, fsynced, renamed: a file under its final name is whole.
+ * They hold every event's data: files 0600 in 0700 folders, a temp file never opened through a link
+ * (private-file.ts).
  */
 export interface ArchiveManifest {
   format: 'postbox-archive/1';
@@ -51,15 +54,23 @@ function manifestPathOf(dir: string, table: string, partition: string): string {
 /** Exports a detached partition (nothing writes it) to its archive and manifest; returns the manifest. */
 export async function exportPartition(sql: Sql, dir: string, t: ArchiveTarget): Promise<ArchiveManifest> {
   const path = archivePath(dir, t.table, t.partition);
-  const made = await mkdir(dirname(path), { recursive: true });
+  const made = await privateDirectory(dirname(path));
   // A directory just made is durable once its parent is synced (made: the first directory created, if any).
   if (made) await syncDirectory(dirname(made));
   const csv = new Digest();
   const file = new Digest();
-  const source = await sql`
-    COPY (SELECT * FROM ${sql(t.partition)} ORDER BY event_id) TO STDOUT (FORMAT csv, HEADER)`.readable();
-  await pipeline(source, csv, createGzip(), file, createWriteStream(`${path}.tmp`));
-  await syncRename(`${path}.tmp`, path);
+  const handle = await createPrivateFile(`${path}.tmp`);
+  let source: Readable;
+  try {
+    source = await sql`
+      COPY (SELECT * FROM ${sql(t.partition)} ORDER BY event_id) TO STDOUT (FORMAT csv, HEADER)`.readable();
+  } catch (cause) {
+    await handle.close();
+    throw cause;
+  }
+  // The stream owns the handle from here: fsynced (flush) and closed when it ends, closed when it fails.
+  await pipeline(source, csv, createGzip(), file, handle.createWriteStream({ flush: true }));
+  await publishFile(`${path}.tmp`, path);
   const manifest: ArchiveManifest = {
     format: 'postbox-archive/1',
     table: t.table,
@@ -151,35 +162,13 @@ function discard(): Writable {
   return new Writable({ write: (_chunk, _encoding, done) => done() });
 }
 
-async function syncRename(from: string, to: string): Promise<void> {
-  const handle = await open(from, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(from, to);
-  await syncDirectory(dirname(to));
-}
-
 async function writeSynced(path: string, text: string): Promise<void> {
-  const handle = await open(`${path}.tmp`, 'w');
+  const handle = await createPrivateFile(`${path}.tmp`);
   try {
     await handle.writeFile(text);
     await handle.sync();
   } finally {
     await handle.close();
   }
-  await rename(`${path}.tmp`, path);
-  await syncDirectory(dirname(path));
-}
-
-/** A rename is durable once its directory is synced. */
-async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  await publishFile(`${path}.tmp`, path);
 }

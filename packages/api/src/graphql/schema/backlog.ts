@@ -131,16 +131,44 @@ builder.subscriptionField('backlog', (t) =>
     description: 'The backlog every intervalMs (1000…60000), over server-sent events',
     authScopes: { viewer: true },
     args: { intervalMs: t.arg.int({ defaultValue: 5000 }) },
-    subscribe: (_root, args, ctx) => every(args.intervalMs ?? 5000, () => ctx.deps.backlog.report()),
+    subscribe: (_root, args, ctx) => {
+      const intervalMs = args.intervalMs ?? 5000;
+      if (!Number.isInteger(intervalMs) || intervalMs < 1000 || intervalMs > 60_000)
+        throw invalid('intervalMs', `must be 1000…60000 (got ${intervalMs})`);
+      return every(intervalMs, () => ctx.deps.backlog.report());
+    },
     resolve: (report) => report,
   }),
 );
 
-async function* every<T>(intervalMs: number, next: () => Promise<T>): AsyncGenerator<T> {
-  if (!Number.isInteger(intervalMs) || intervalMs < 1000 || intervalMs > 60_000)
-    throw invalid('intervalMs', `must be 1000…60000 (got ${intervalMs})`);
-  for (;;) {
-    yield await next();
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+/**
+ * `next()` now, then every `intervalMs` after the previous one was delivered. `return` ends it at once, also while
+ * it waits (a generator would finish its sleep and run one more report for a client that left).
+ */
+function every<T>(intervalMs: number, next: () => Promise<T>): AsyncIterableIterator<T> {
+  let first = true;
+  let done = false;
+  let wake: (() => void) | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next(): Promise<IteratorResult<T>> {
+      if (!first && !done)
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, intervalMs);
+        });
+      first = false;
+      if (done) return { done: true, value: undefined };
+      return { done: false, value: await next() };
+    },
+    async return(): Promise<IteratorResult<T>> {
+      done = true;
+      if (timer) clearTimeout(timer);
+      wake?.();
+      return { done: true, value: undefined };
+    },
+  };
 }

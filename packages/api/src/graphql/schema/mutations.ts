@@ -152,7 +152,7 @@ builder.mutationField('retryNow', (t) =>
       const eventId = uuid('eventId', String(args.eventId));
       const reason = text('reason', args.reason, 500) ?? null;
       return audited(ctx, 'retry.now', `consumer:${consumer}/event:${eventId}`, reason, () =>
-        retryNow(ctx.deps.sql, schedulerOf(ctx, consumer), { consumer, eventId, actor: ctx.caller.actor, reason }),
+        retryNow(ctx.deps.sql, (c) => schedulerOf(ctx, c), { consumer, eventId, actor: ctx.caller.actor, reason }),
       );
     },
   }),
@@ -230,7 +230,7 @@ builder.mutationField('skipEvent', (t) =>
       return audited(ctx, 'event.skip', `consumer:${consumer}/event:${eventId}`, reason, () =>
         skipEvent(
           ctx.deps.sql,
-          ctx.deps.schedulerFor(consumer),
+          ctx.deps.schedulerFor,
           {
             consumer,
             eventId,

@@ -14,37 +14,29 @@ import {
   type StoredFinding,
 } from '@postbox/engine/reconcile';
 import { builder } from '../builder.ts';
+import { upper } from '../enum-values.ts';
 import { keysetPage } from '../connection.ts';
 import { decodeCursor, invalid, MAX_PAGE, pageSize, text } from '../validate.ts';
 
 // Reconciliation, read side (docs/reconciliation.md): the checks, their runs and what they found. The engine
 // writes all of it (Reconciler.run / repair / ignore); this only reads, keyset-paged.
 
-type Snake<S extends string> = S extends `${infer A}-${infer B}` ? `${A}_${Snake<B>}` : S;
-
-/** GraphQL names (OUTBOX_MISSING, DRY_RUN) for the engine's values (outbox-missing, dry_run). */
-function upper<const T extends string>(values: readonly T[]) {
-  return Object.fromEntries(values.map((v) => [v.toUpperCase().replaceAll('-', '_'), { value: v }])) as {
-    [K in T as Uppercase<Snake<K>>]: { value: K };
-  };
-}
-
 export const ReconcileCheckEnum = builder.enumType('ReconcileCheck', {
   description: 'A reconciliation check: one invariant between the source of truth, the outbox, consumers and sagas',
-  values: upper<CheckName>(CHECK_NAMES),
+  values: upper<CheckName>()(CHECK_NAMES),
 });
 export const FindingStatusEnum = builder.enumType('ReconciliationFindingStatus', {
   description:
     'open: a repair can act; manual: an operator decides; repaired / resolved (no longer observed) / ignored: closed',
-  values: upper<FindingStatus>(['open', 'manual', 'repaired', 'resolved', 'ignored']),
+  values: upper<FindingStatus>()(['open', 'manual', 'repaired', 'resolved', 'ignored']),
 });
 const RunModeEnum = builder.enumType('ReconciliationRunMode', {
   description: 'check: a run that finds; dry_run / execute: a repair pass over the findings',
-  values: upper<RunMode>(['check', 'dry_run', 'execute']),
+  values: upper<RunMode>()(['check', 'dry_run', 'execute']),
 });
 const RunStatusEnum = builder.enumType('ReconciliationRunStatus', {
   description: 'stopped: the canary or the error ratio stopped a repair pass; skipped: the check’s lock was held',
-  values: upper<RunStatus>(['running', 'finished', 'stopped', 'failed', 'skipped']),
+  values: upper<RunStatus>()(['running', 'finished', 'stopped', 'failed', 'skipped']),
 });
 
 export const ReconciliationRunRef = builder.objectRef<ReconcileRunRow>('ReconciliationRun').implement({

@@ -16,18 +16,12 @@ import {
 } from '@postbox/engine/saga';
 import { sagaAllowedActions, sagaSteps, type SagaStepView } from '../../sagas/act.ts';
 import { builder } from '../builder.ts';
+import { upper } from '../enum-values.ts';
 import { keysetPage } from '../connection.ts';
 import { decodeCursor, invalid, MAX_PAGE, pageSize, requiredText, text, uuid } from '../validate.ts';
 
-/** GraphQL names (RUNNING) for the engine's values (running). */
-function upper<const T extends string>(values: readonly T[]) {
-  return Object.fromEntries(values.map((v) => [v.toUpperCase(), { value: v }])) as {
-    [K in T as Uppercase<K>]: { value: K };
-  };
-}
-
 export const SagaStatusEnum = builder.enumType('SagaStatus', {
-  values: upper<SagaStatus>([
+  values: upper<SagaStatus>()([
     'running',
     'resolving',
     'compensating',
@@ -39,24 +33,25 @@ export const SagaStatusEnum = builder.enumType('SagaStatus', {
 });
 const SagaDirectionEnum = builder.enumType('SagaDirection', {
   description: 'Which command of the step is out: the step itself, the question whether it applied, or its undoing',
-  values: upper<Direction>(['forward', 'query', 'compensate']),
+  values: upper<Direction>()(['forward', 'query', 'compensate']),
 });
 const SagaStepStatusEnum = builder.enumType('SagaStepStatus', {
-  values: upper<StepStatus>(['pending', 'running', 'succeeded', 'failed', 'not_applied', 'compensated']),
+  values: upper<StepStatus>()(['pending', 'running', 'succeeded', 'failed', 'not_applied', 'compensated']),
 });
 const SagaAttentionReasonEnum = builder.enumType('SagaAttentionReason', {
-  values: upper<AttentionReason>([
+  values: upper<AttentionReason>()([
     'compensation_refused',
     'query_unanswered',
     'budget_exhausted',
     'failed_after_pivot',
     'deadline_after_pivot',
     'definition_missing',
+    'transition_failed',
   ]),
 });
 export const SagaActionEnum = builder.enumType('SagaAction', {
   description: 'An operator action on a saga; each moves it by the state machine’s own rules',
-  values: upper<SagaActionKind>(['retry', 'resolve', 'compensate', 'mark_compensated', 'resume', 'close']),
+  values: upper<SagaActionKind>()(['retry', 'resolve', 'compensate', 'mark_compensated', 'resume', 'close']),
 });
 
 type SagaDetail = SagaState & { seq: number; createdAt: Date; updatedAt: Date };
