@@ -46,7 +46,7 @@ test('--check on an older installation lists the pending migrations as expand an
 });
 
 test('a pending contract is named with its reason', async () => {
-  const repository = join(import.meta.dirname, '../../../packages/engine/migrations');
+  const repository = join(import.meta.dirname, '../../../migrations');
   await cp(repository, dir, { recursive: true });
   const next = (await pendingMigrations(db.sql, { directory: dir })).length;
   assert.equal(next, 0, 'the copy is applied already');

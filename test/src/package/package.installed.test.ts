@@ -21,7 +21,7 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const FIXTURE = path.join(ROOT, 'test/package-fixture/service');
 /** Built in dependency order (no nested turbo inside the suite's own turbo run). */
 const PACKAGES = ['@postbox/engine', '@postbox/workers', '@postbox/api'] as const;
-const SHIPPED = /^(dist\/.+\.(js|d\.ts|sql)|migrations\/\d{4}_[a-z0-9_]+\.sql|package\.json|README\.md|LICENSE)$/;
+const SHIPPED = /^(dist\/.+\.(js|d\.ts|sql)|bin\/postbox\.js|package\.json|README\.md|LICENSE)$/;
 const ORDERS = 50;
 const EMBEDDED_ORDERS = 20;
 
@@ -93,11 +93,12 @@ test('the three packages build and pack: only built code, declarations, migratio
     );
   }
   const engine = packed.find((p) => p.name === '@postbox/engine')!;
-  const shippedMigrations = engine.files.filter((f) => f.path.startsWith('migrations/')).length;
-  const repositoryMigrations = (await readdir(path.join(ROOT, 'packages/engine/migrations'))).length;
+  const shippedMigrations = engine.files.filter((f) => /^dist\/migrations\/\d{4}_[a-z0-9_]+\.sql$/.test(f.path)).length;
+  const repositoryMigrations = (await readdir(path.join(ROOT, 'migrations'))).filter((f) => f.endsWith('.sql')).length;
   assert.equal(shippedMigrations, repositoryMigrations, 'every migration ships inside @postbox/engine');
   const api = packed.find((p) => p.name === '@postbox/api')!;
   assert.ok(api.files.some((f) => f.path === 'dist/bin/postbox.js'));
+  assert.ok(api.files.some((f) => f.path === 'bin/postbox.js'), 'the launcher the postbox bin points at');
   // The development stack is loaded on demand only (cli/dev-stack.js), never imported statically.
   const staticStack: string[] = [];
   for (const f of api.files.filter((f) => f.path.endsWith('.js'))) {

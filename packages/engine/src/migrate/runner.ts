@@ -14,7 +14,7 @@ import { onlineSteps, type MigrationStep } from './online.ts';
  * product's; `demo`, the demo's business tables), numbered from 1.
  */
 export interface MigrateOptions {
-  /** @defaultValue the `migrations/` folder shipped inside `@postbox/engine` */
+  /** @defaultValue the migrations shipped inside `@postbox/engine` (`dist/migrations/`; the repository's root `migrations/` when run from source) */
   directory?: string;
   /** The chain these files belong to. @defaultValue 'postbox' */
   scope?: string;
@@ -46,7 +46,14 @@ export interface MigrationFile {
 const LOCK_KEY = 0x706f7374; // "post": one lock for every Postbox migrator on this database
 const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
-export const defaultMigrationsDirectory = fileURLToPath(new URL('../../migrations/', import.meta.url));
+/**
+ * The repository keeps the migrations at its root, beside `packages/` (the design card's layout); the engine's build
+ * copies them into `dist/migrations/` (scripts/finish-build.ts), so an installed package carries every one. The
+ * sources (`.ts`, run only inside the repository) read the root's; the build reads its own copy.
+ */
+export const defaultMigrationsDirectory = fileURLToPath(
+  new URL(import.meta.url.endsWith('.ts') ? '../../../../migrations/' : '../migrations/', import.meta.url),
+);
 
 export async function readMigrations(
   directory = defaultMigrationsDirectory,
