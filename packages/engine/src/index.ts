@@ -50,6 +50,18 @@ export {
   type KafkaPrincipals,
 } from './migrate/broker-grants.ts';
 export {
+  DEFAULT_BROKER_USERS,
+  natsInboxPrefix,
+  natsPermissions,
+  natsPermissionsInclude,
+  natsPermissionsVariable,
+  rabbitPermissionCommands,
+  rabbitPermissions,
+  type BrokerUsers,
+  type NatsPermissions,
+  type RabbitPermissions,
+} from './migrate/broker-permissions.ts';
+export {
   DATABASE_ROLES,
   POSTBOX_TABLES,
   ROLE_FUNCTIONS,

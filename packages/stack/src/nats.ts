@@ -1,11 +1,13 @@
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { exchange, formatAddress, type HostPort } from './ports.ts';
 import type { StackPaths } from './paths.ts';
 import { requireExecutable } from './prerequisites.ts';
 import { ownedPid, readPidFile, spawnDetached, terminate } from './process.ts';
 import type { LocalService } from './service.ts';
-import { TLS_HOST, type TlsMaterial } from './tls.ts';
+import { stackPaths } from './paths.ts';
+import { TLS_HOST, type KafkaRoleUser, type TlsMaterial } from './tls.ts';
 
 const ADDRESS: HostPort = { host: '127.0.0.1', port: 14222 };
 
@@ -41,6 +43,7 @@ export function natsService(paths: StackPaths, port = ADDRESS.port, tls?: TlsMat
     start: async () => {
       const server = await requireExecutable('nats-server');
       await fs.mkdir(nats.store, { recursive: true });
+      if (tls) await ensurePermissionsInclude(permissionsFile(paths));
       await fs.writeFile(nats.config, config(address, paths, tls));
       spawnDetached(server, ['-c', nats.config], nats.log, { cwd: nats.dir });
       // nats-server writes its pid file once it has parsed the config and bound its port.
@@ -55,15 +58,33 @@ export function natsService(paths: StackPaths, port = ADDRESS.port, tls?: TlsMat
   };
 }
 
-/** With TLS material: TLS required of every client on the port (nats-server 2.9 has no mixed mode). */
+/**
+ * With TLS material: TLS required of every client on the port (nats-server 2.9 has no mixed mode), and users: the
+ * material's admin (every permission; a client that names no user is logged in as it, so what ran before the role
+ * users keeps running) and one user per broker role, whose permissions are the variables of the include file —
+ * `postbox migrate --broker-acls --broker-file` writes it, the server reads it again on SIGHUP.
+ */
 function config(address: HostPort, paths: StackPaths, tls?: TlsMaterial): string {
   const { nats } = paths;
   const secure = tls
-    ? [`tls { cert_file: ${JSON.stringify(tls.certFile)}, key_file: ${JSON.stringify(tls.keyFile)}, timeout: 2 }`]
+    ? [
+        `tls { cert_file: ${JSON.stringify(tls.certFile)}, key_file: ${JSON.stringify(tls.keyFile)}, timeout: 2 }`,
+        'authorization {',
+        `  include ${JSON.stringify(path.basename(permissionsFile(paths)))}`,
+        '  users = [',
+        `    { user: ${JSON.stringify(tls.nats.username)}, password: ${JSON.stringify(tls.nats.password)} }`,
+        ...ROLES.map((role) => {
+          const u = tls.natsRoles[role];
+          return `    { user: ${JSON.stringify(u.username)}, password: ${JSON.stringify(u.password)}, permissions: $${permissionsVariable(role)} }`;
+        }),
+        '  ]',
+        '}',
+        `no_auth_user: ${JSON.stringify(tls.nats.username)}`,
+      ]
     : [];
   return [
-    ...secure,
     '# Written by `postbox stack up`; rewritten at every start.',
+    ...secure,
     `listen: ${JSON.stringify(formatAddress(address))}`,
     `pid_file: ${JSON.stringify(nats.pidFile)}`,
     // The stream store; limits stay the server's defaults (a fraction of memory and of the disk).
@@ -72,15 +93,57 @@ function config(address: HostPort, paths: StackPaths, tls?: TlsMaterial): string
   ].join('\n');
 }
 
+const ROLES: readonly KafkaRoleUser[] = ['relay', 'consumer', 'api'];
+
+/** The variable a role's permissions are in (engine/migrate/broker-permissions.ts, natsPermissionsVariable). */
+function permissionsVariable(role: KafkaRoleUser): string {
+  return `POSTBOX_${role.toUpperCase()}_PERMISSIONS`;
+}
+
+function permissionsFile(paths: StackPaths): string {
+  return path.join(paths.nats.dir, 'postbox-permissions.conf');
+}
+
+/**
+ * The include file of the role users' permissions, under a NATS server's home (a private server's, or the stack's
+ * `.postbox`): where `postbox migrate --broker-acls --broker-file` writes them.
+ */
+export function natsPermissionsFile(home: string): string {
+  return permissionsFile(stackPaths(home));
+}
+
+/**
+ * Made once, denying the roles everything (an allow list left empty would allow all); kept across starts, since
+ * it holds what `postbox migrate` wrote.
+ */
+async function ensurePermissionsInclude(file: string): Promise<void> {
+  const denyAll = ROLES.flatMap((role) => [
+    `${permissionsVariable(role)} = { publish = { deny = [">"] }, subscribe = { deny = [">"] } }`,
+  ]);
+  const text = [
+    '# No grants yet: postbox migrate --broker-acls --broker-file <this file> writes them.',
+    ...denyAll,
+    '',
+  ];
+  await fs.writeFile(file, text.join('\n'), { flag: 'wx' }).catch((cause: NodeJS.ErrnoException) => {
+    if (cause.code !== 'EEXIST') throw cause;
+  });
+}
+
+/**
+ * The URL of a TLS-only server of ours, by the certificate's host name: as the admin (no user named), or with
+ * `role` as that role's user.
+ */
+export function natsTlsUrl(port: number, tls?: TlsMaterial, role?: KafkaRoleUser): string {
+  if (!tls || !role) return `tls://${TLS_HOST}:${port}`;
+  const u = tls.natsRoles[role];
+  return `tls://${encodeURIComponent(u.username)}:${encodeURIComponent(u.password)}@${TLS_HOST}:${port}`;
+}
+
 /**
  * Resolves once the server at `url` answers a PING after CONNECT and announces JetStream in its INFO: a NATS
  * without JetStream could take publishes but never confirm them.
  */
-/** The URL of a TLS-only server of ours, by the certificate's host name. */
-export function natsTlsUrl(port: number): string {
-  return `tls://${TLS_HOST}:${port}`;
-}
-
 export async function natsAnswers(url: string, tls = false): Promise<void> {
   const parsed = new URL(url);
   const address = { host: parsed.hostname || '127.0.0.1', port: Number(parsed.port || 4222) };

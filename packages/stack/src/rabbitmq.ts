@@ -1,14 +1,15 @@
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { StackError } from './errors.ts';
 import { formatAddress, type HostPort } from './ports.ts';
-import type { StackPaths } from './paths.ts';
+import { stackPaths, type StackPaths } from './paths.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isAlive, ownedPid, readPidFile, run, spawnDetached, terminate } from './process.ts';
 import type { LocalService } from './service.ts';
-import { TLS_HOST, type TlsMaterial } from './tls.ts';
+import { TLS_HOST, type KafkaRoleUser, type TlsMaterial } from './tls.ts';
 
 const HOST = '127.0.0.1';
 /** AMQP, Erlang distribution and the node's own epmd: never the machine's 5672, 25672 and 4369. */
@@ -18,6 +19,7 @@ export const RABBITMQ_URL = `amqp://guest:guest@${HOST}:${RABBITMQ_PORTS.amqp}`;
 
 /** Debian's server script, run directly: the /usr/sbin wrapper would switch to the system's rabbitmq user and files. */
 const SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server';
+const CTL = '/usr/lib/rabbitmq/bin/rabbitmqctl';
 const INSTALL = 'apt-get install -y rabbitmq-server';
 
 /**
@@ -75,12 +77,16 @@ export function rabbitmqService(
       await Promise.all([rabbitmq.home, rabbitmq.data, rabbitmq.logs].map((d) => fs.mkdir(d, { recursive: true })));
       await fs.writeFile(rabbitmq.config, config(address, tls));
       await fs.writeFile(rabbitmq.plugins, '[].\n');
+      await fs.writeFile(ctlScript(paths), ctlWrapper(env), { mode: 0o700 });
       const script = spawnDetached(SERVER, [], rabbitmq.log, { env, cwd: rabbitmq.dir });
       // The node writes its pid file a few seconds into its boot (the script execs into the VM, same pid).
       for (let i = 0; i < 600 && (await readPidFile(rabbitmq.pidFile)) === undefined && isAlive(script); i++)
         await sleep(100);
     },
-    ready: () => rabbitmqAnswers(url),
+    ready: async () => {
+      await rabbitmqAnswers(url);
+      if (tls) await ensureRoleUsers(paths, tls.material);
+    },
     // SIGTERM is a graceful shutdown (queues and the message store flushed); then the node's own epmd goes too.
     stop: async (pid) => {
       await terminate(pid, 60_000);
@@ -91,14 +97,70 @@ export function rabbitmqService(
 }
 
 /**
+ * `rabbitmqctl` for this node (its name, Erlang cookie and epmd port), written at every start under the node's
+ * directory: what runs the commands `postbox migrate --print` shows for RabbitMQ against a node of ours.
+ */
+export function rabbitmqctlScript(home: string): string {
+  return ctlScript(stackPaths(home));
+}
+
+function ctlScript(paths: StackPaths): string {
+  return path.join(paths.rabbitmq.dir, 'rabbitmqctl');
+}
+
+function ctlWrapper(env: Record<string, string>): string {
+  const names = ['HOME', 'ERL_EPMD_PORT', 'RABBITMQ_NODENAME', 'RABBITMQ_CONF_ENV_FILE'];
+  const exports = names.map((n) => `export ${n}='${(env[n] ?? '').replaceAll("'", "'\\''")}'`);
+  return [
+    '#!/bin/sh',
+    '# Written by `postbox stack up` at every start: rabbitmqctl for this node.',
+    ...exports,
+    `exec ${CTL} "$@"`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * The TLS mode's role users (the material's rabbitmqRoles) exist with their passwords — and no permission until
+ * the commands `postbox migrate --print` shows are run. Done once per set of passwords: a marker in the node's
+ * data says which.
+ */
+async function ensureRoleUsers(paths: StackPaths, material: TlsMaterial): Promise<void> {
+  const users = Object.values(material.rabbitmqRoles);
+  const marker = path.join(paths.rabbitmq.data, '.postbox-role-users');
+  const fingerprint = createHash('sha256')
+    .update(users.map((u) => `${u.username}:${u.password}`).join('\n'))
+    .digest('hex');
+  if ((await fs.readFile(marker, 'utf8').catch(() => '')) === fingerprint) return;
+  const ctl = (args: string[]) => run(ctlScript(paths), ['-q', ...args], { timeoutMs: 60_000 });
+  const { stdout } = await ctl(['list_users', '--formatter', 'json']);
+  const existing = new Set((JSON.parse(stdout) as Array<{ user: string }>).map((u) => u.user));
+  // The password is a command argument: a failure is reported without the command line.
+  // A password is a command argument: it is masked in the failure reported.
+  for (const u of users)
+    await ctl([existing.has(u.username) ? 'change_password' : 'add_user', u.username, u.password]).catch(
+      (cause: unknown) => {
+        const said = (cause as Error).message.replaceAll(u.password, '***');
+        throw new StackError('start_failed', `adding the RabbitMQ user ${u.username} failed: ${said}`);
+      },
+    );
+  await fs.writeFile(marker, fingerprint);
+}
+
+/**
+ * The AMQPS URL of a server of ours, by the certificate's host name and verified against the stack's CA: as the
+ * guest user (every permission), or with `role` as that role's user.
+ */
+export function rabbitmqTlsUrl(port: number, tls: TlsMaterial, role?: KafkaRoleUser): string {
+  const u = role ? tls.rabbitmqRoles[role] : { username: 'guest', password: 'guest' };
+  const login = `${encodeURIComponent(u.username)}:${encodeURIComponent(u.password)}`;
+  return `amqps://${login}@${TLS_HOST}:${port}/?sslrootcert=${tls.caFile}`;
+}
+
+/**
  * Ends the epmd daemon a node of ours started on its own port (the node starts one when none listens there, and
  * it outlives the node). Nothing else registers on that port.
  */
-/** The AMQPS URL of a server of ours, by the certificate's host name and verified against the stack's CA. */
-export function rabbitmqTlsUrl(port: number, tls: TlsMaterial): string {
-  return `amqps://guest:guest@${TLS_HOST}:${port}/?sslrootcert=${tls.caFile}`;
-}
-
 export async function stopEpmd(port: number): Promise<void> {
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ERL_EPMD_PORT: String(port) };
   // epmd refuses to die while a node is registered ("Killing not allowed - living nodes in database"), and a node

@@ -26,11 +26,23 @@ export interface TlsMaterial {
    * --broker-acls` grants them): the least-privilege users of the relay, the consumers and the control plane.
    */
   kafkaRoles: Record<KafkaRoleUser, { username: string; password: string }>;
+  /**
+   * The NATS admin user of the TLS mode (every permission; a client that names no user is logged in as it,
+   * `no_auth_user`), and one user per broker role, held to the permissions `postbox migrate --broker-acls
+   * --broker-file` writes into the server's include (nats.ts).
+   */
+  nats: { username: string; password: string };
+  natsRoles: Record<KafkaRoleUser, { username: string; password: string }>;
+  /**
+   * One RabbitMQ user per broker role, with no permission until the commands `postbox migrate --print` shows are
+   * run (rabbitmq.ts); the admin is the node's guest user, loopback only.
+   */
+  rabbitmqRoles: Record<KafkaRoleUser, { username: string; password: string }>;
   /** The Redis ACL user of the TLS port (the default user keeps the plain port's access). */
   redis: { username: string; password: string };
 }
 
-/** The broker roles that get a Kafka user of their own (engine/migrate/broker-grants.ts). */
+/** The broker roles that get a user of their own on each broker (engine/migrate/broker-grants.ts). */
 export type KafkaRoleUser = 'relay' | 'consumer' | 'api';
 
 const KAFKA_ROLE_USERS: readonly KafkaRoleUser[] = ['relay', 'consumer', 'api'];
@@ -44,6 +56,8 @@ export function tlsDir(home: string): string {
   return path.join(home, 'tls');
 }
 
+type LaterUsers = 'kafkaRoles' | 'nats' | 'natsRoles' | 'rabbitmqRoles';
+
 /**
  * The material when `up --tls` made it (complete), else undefined. Material made before the role users existed
  * gets them here, written back to its credentials file.
@@ -53,23 +67,30 @@ export async function readTlsMaterial(dir: string): Promise<TlsMaterial | undefi
   if (!(await fileExists(files.credentials))) return undefined;
   const stored = JSON.parse(await fs.readFile(files.credentials, 'utf8')) as Omit<
     TlsMaterial,
-    'dir' | 'caFile' | 'certFile' | 'keyFile' | 'kafkaRoles'
-  > & {
-    kafkaRoles?: TlsMaterial['kafkaRoles'];
+    'dir' | 'caFile' | 'certFile' | 'keyFile' | LaterUsers
+  > &
+    Partial<Pick<TlsMaterial, LaterUsers>>;
+  const credentials = {
+    ...stored,
+    kafkaRoles: stored.kafkaRoles ?? roleUsers(),
+    nats: stored.nats ?? { username: 'postbox', password: newPassword() },
+    natsRoles: stored.natsRoles ?? roleUsers(),
+    rabbitmqRoles: stored.rabbitmqRoles ?? roleUsers(),
   };
-  const credentials = { ...stored, kafkaRoles: stored.kafkaRoles ?? kafkaRoleUsers() };
-  if (!stored.kafkaRoles)
+  if (!stored.kafkaRoles || !stored.nats || !stored.natsRoles || !stored.rabbitmqRoles)
     await fs.writeFile(files.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
   return { dir, caFile: files.ca, certFile: files.cert, keyFile: files.key, ...credentials };
 }
 
+/** Hex: a password that began with `-` would be read as an option by the command-line tools given it. */
+function newPassword(): string {
+  return randomBytes(18).toString('hex');
+}
+
 /** A user and a new password per broker role, named as the default principals are (User:postbox-<role>). */
-function kafkaRoleUsers(): TlsMaterial['kafkaRoles'] {
+function roleUsers(): TlsMaterial['kafkaRoles'] {
   return Object.fromEntries(
-    KAFKA_ROLE_USERS.map((role) => [
-      role,
-      { username: `postbox-${role}`, password: randomBytes(18).toString('base64url') },
-    ]),
+    KAFKA_ROLE_USERS.map((role) => [role, { username: `postbox-${role}`, password: newPassword() }]),
   ) as TlsMaterial['kafkaRoles'];
 }
 
@@ -88,9 +109,12 @@ export async function ensureTlsMaterial(dir: string): Promise<TlsMaterial> {
   await issueServerCertificate(ca, files.cert, files.key, TLS_HOST);
   await fs.chmod(files.key, 0o600);
   const credentials = {
-    kafka: { username: 'postbox', password: randomBytes(18).toString('base64url') },
-    redis: { username: 'postbox', password: randomBytes(18).toString('base64url') },
-    kafkaRoles: kafkaRoleUsers(),
+    kafka: { username: 'postbox', password: newPassword() },
+    redis: { username: 'postbox', password: newPassword() },
+    kafkaRoles: roleUsers(),
+    nats: { username: 'postbox', password: newPassword() },
+    natsRoles: roleUsers(),
+    rabbitmqRoles: roleUsers(),
   };
   await fs.writeFile(files.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
   return { dir, caFile: files.ca, certFile: files.cert, keyFile: files.key, ...credentials };

@@ -14,7 +14,13 @@ import {
 } from '@postbox/engine';
 import { readConfig } from '../config/env.ts';
 import { linkEnv, requireLink } from '../config/links.ts';
-import { applyBrokerGrants, brokerScope, kafkaPrincipals, printBrokerGrants } from './broker-grants-step.ts';
+import {
+  applyBrokerGrants,
+  brokerScope,
+  brokerUsers,
+  kafkaPrincipals,
+  printBrokerGrants,
+} from './broker-grants-step.ts';
 
 const HELP = `postbox migrate — apply Postbox's forward-only migrations, shipped in @postbox/engine (safe to run from many processes at once)
 
@@ -28,13 +34,22 @@ Options:
                CREATE ROLE relay_svc LOGIN PASSWORD '…' IN ROLE postbox_relay, and give each command its URL:
                DATABASE_URL_RELAY, DATABASE_URL_CONSUMER, DATABASE_URL_API, DATABASE_URL_OPERATOR
   --print      print the grants matrix (role × table × privilege) as the database enforces it, and the broker's
-               side: the Kafka ACLs of the relay, consumer and API principals (docs/security.md)
+               side on POSTBOX_BROKER: the Kafka ACLs of the relay, consumer and API principals, the NATS
+               permissions or the RabbitMQ permissions of their users (docs/security.md)
   --broker-acls [consumer modules…]
                then bring the Kafka ACLs of those principals (POSTBOX_KAFKA_PRINCIPAL_RELAY, _CONSUMER, _API;
                default User:postbox-relay, User:postbox-consumer, User:postbox-api) to exactly: the relay WRITE and
                DESCRIBE on its topics (POSTBOX_TOPICS and every consumer's) and IDEMPOTENT_WRITE; each consumer
                (registered here, or defined in the modules named) READ on its topics and its group; the API
-               DESCRIBE on them. KAFKA_* must name a user allowed to alter ACLs
+               DESCRIBE on them. KAFKA_* must name a user allowed to alter ACLs.
+               NATS and RabbitMQ take permissions from their operator only: with --broker-file FILE it writes
+               them there for the users POSTBOX_BROKER_USER_RELAY, _CONSUMER, _API (default postbox-relay,
+               postbox-consumer, postbox-api) — the relay publishes to its topics' partition subjects or
+               exchanges only, a consumer reads its groups' durables or queues only, the API reads positions:
+               NATS, a configuration include for the server's authorization block (then reload the server);
+               RabbitMQ, a script of rabbitmqctl set_permissions commands (run it on a node)
+  --broker-file FILE
+               where --broker-acls writes the NATS or RabbitMQ permissions
   --check      apply nothing: list the pending migrations, each expand (safe while processes of the previous
                version run) or contract (apply once every process runs the new version), and why.
                Exit 0: nothing pending or expand only; 2: a contract is pending (docs/operations.md, Upgrades)
@@ -49,6 +64,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       print: { type: 'boolean' },
       check: { type: 'boolean' },
       'broker-acls': { type: 'boolean' },
+      'broker-file': { type: 'string' },
     },
     allowPositionals: true,
   });
@@ -71,11 +87,11 @@ export async function migrateCommand(argv: string[]): Promise<number> {
     if (values.print || values['broker-acls']) {
       const config = readConfig(await linkEnv());
       const scope = await brokerScope(sql, config, positionals);
-      const principals = kafkaPrincipals();
-      if (values['broker-acls']) await applyBrokerGrants(config, scope, principals);
+      const grantees = { kafka: kafkaPrincipals(), users: brokerUsers() };
+      if (values['broker-acls']) await applyBrokerGrants(config, scope, grantees, values['broker-file']);
       if (values.print) {
         await printGrants(sql);
-        printBrokerGrants(scope, principals);
+        printBrokerGrants(config, scope, grantees);
       }
     }
     return 0;

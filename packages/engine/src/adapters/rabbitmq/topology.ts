@@ -1,4 +1,4 @@
-import type { AMQPChannel } from '@cloudamqp/amqp-client';
+import type { AMQPBaseClient, AMQPChannel } from '@cloudamqp/amqp-client';
 import { connectRabbit } from './connection.ts';
 import { ConfigError } from '../../errors.ts';
 import { classifyRabbitError } from './classify.ts';
@@ -47,7 +47,7 @@ export async function ensureExchanges(
     const counts = new Map<string, number>();
     for (const spec of specs) {
       const partitions = spec.partitions ?? 12;
-      await ensureExchange(await client.channel(), spec.topic);
+      await ensureExchange(client, spec.topic);
       for (const group of groups) await ensureGroupQueues(await client.channel(), spec.topic, partitions, group);
       counts.set(spec.topic, partitions);
     }
@@ -59,15 +59,30 @@ export async function ensureExchanges(
   }
 }
 
-async function ensureExchange(ch: AMQPChannel, topic: string): Promise<void> {
+/**
+ * Declares the topic's exchange. A user without configure permission on it (a consumer's: configure would let it
+ * delete the exchange) has its declare refused, and checks the exchange is there with a passive declare on a
+ * fresh channel instead (the refusal closed the first); its shape is then the declaring relay's to have checked.
+ */
+async function ensureExchange(client: AMQPBaseClient, topic: string): Promise<void> {
+  const ch = await client.channel();
   try {
     await ch.exchangeDeclare(topic, 'direct', { durable: true });
   } catch (cause) {
+    if (/ACCESS_REFUSED/.test((cause as Error).message)) return checkExchange(await client.channel(), topic);
     if (!/PRECONDITION_FAILED|inequivalent/i.test((cause as Error).message)) throw cause;
     throw new ConfigError(
       `RabbitMQ exchange ${topic} exists with another shape than a durable direct exchange (${(cause as Error).message}): delete it, Postbox will not`,
       { cause },
     );
+  } finally {
+    if (!ch.closed) await ch.close().catch(() => {});
+  }
+}
+
+async function checkExchange(ch: AMQPChannel, topic: string): Promise<void> {
+  try {
+    await ch.exchangeDeclare(topic, 'direct', { passive: true });
   } finally {
     if (!ch.closed) await ch.close().catch(() => {});
   }
