@@ -9,14 +9,14 @@ export {
   type SourceVersion,
 } from './reconcile/source.ts';
 export { Reconciler, type ReconcilerConfig, type CheckInfo } from './reconcile/reconciler.ts';
+export { DEFAULT_GRACE_MS, isCheckName, type ReconcileOptions } from './reconcile/options.ts';
 export {
   CHECK_NAMES,
-  DEFAULT_GRACE_MS,
-  isCheckName,
   type CheckName,
-  type ReconcileOptions,
-} from './reconcile/options.ts';
-export type { Finding, FindingStatus, StoredFinding } from './reconcile/finding.ts';
+  type Finding,
+  type FindingStatus,
+  type StoredFinding,
+} from './records/finding.ts';
 export type { CheckRunCounts, CheckRunReport, RunBy } from './reconcile/run.ts';
 export type {
   ItemOutcome,

@@ -14,7 +14,7 @@ export {
   type RetentionStep,
 } from './retention/run.ts';
 export { archivePath, verifyArchive, type ArchiveManifest } from './retention/archive.ts';
-export { storageReport, type StorageTable } from './retention/storage.ts';
+export { storageReport, type StorageTable } from './telemetry/storage-report.ts';
 export {
   listPartitions,
   premakePartitions,

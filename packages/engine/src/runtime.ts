@@ -7,8 +7,8 @@ export type { OutboundMessage, PublishOutcome, Publisher } from './ports/publish
 export { Consumer, type ConsumerStats } from './consumer/consumer.ts';
 export { consumeBatch, type ConsumeStepDeps } from './consumer/consume-step.ts';
 export { inlineConsumeExecutor, type ConsumeExecutor } from './consumer/executor.ts';
-export { encodeTask, type ConsumeTask, type ConsumeTaskResult } from './consumer/wire.ts';
-export { loadHandler, loadHandlerModule } from './consumer/handler.ts';
+export { encodeTask, type ConsumeTask, type ConsumeTaskResult } from './records/wire.ts';
+export { loadHandler, loadHandlerModule } from './consumer/handler-module.ts';
 export { consumerSql } from './consumer/pool.ts';
 export { registerConsumer } from './queries/consumer-registry.ts';
 export { PartitionLeases, type PartitionLeaseOptions } from './consumer/partition-leases.ts';

@@ -12,15 +12,15 @@ export { participant, type ParticipantInput, type StepOutcome } from './saga/par
 export { sagaReplyBatchHandler, sagaReplyHandler } from './saga/reply-handler.ts';
 export { SagaTimerRunner, type SagaTimerOptions } from './saga/timer-runner.ts';
 export { SagaDefinitionMissingError, SagaTransitionError } from './saga/errors.ts';
+export { REPLY } from './saga/transition.ts';
 export {
-  REPLY,
   TERMINAL,
   type AttentionReason,
   type Direction,
   type SagaState,
   type SagaStatus,
   type StepStatus,
-} from './saga/state.ts';
+} from './records/saga-state.ts';
 export {
   allowedActions,
   operatorTransition,

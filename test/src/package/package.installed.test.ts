@@ -98,7 +98,10 @@ test('the three packages build and pack: only built code, declarations, migratio
   assert.equal(shippedMigrations, repositoryMigrations, 'every migration ships inside @postbox/engine');
   const api = packed.find((p) => p.name === '@postbox/api')!;
   assert.ok(api.files.some((f) => f.path === 'dist/bin/postbox.js'));
-  assert.ok(api.files.some((f) => f.path === 'bin/postbox.js'), 'the launcher the postbox bin points at');
+  assert.ok(
+    api.files.some((f) => f.path === 'bin/postbox.js'),
+    'the launcher the postbox bin points at',
+  );
   // The development stack is loaded on demand only (cli/dev-stack.js), never imported statically.
   const staticStack: string[] = [];
   for (const f of api.files.filter((f) => f.path.endsWith('.js'))) {

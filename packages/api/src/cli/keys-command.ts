@@ -1,8 +1,6 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, connect, generatePayloadKey, parsePayloadKeys } from '@postbox/engine';
+import { ConfigError, generatePayloadKey, parsePayloadKeys, type Sql } from '@postbox/engine';
 import { insertAudit, payloadKeyUsage, rotatePayloadKeys } from '@postbox/engine/control';
-import { linkEnv } from '../config/links.ts';
-import { databaseUrlFor } from '../config/env.ts';
+import { operatorCommand, operatorUrl, withDatabase } from './operator-command.ts';
 
 const HELP = `postbox keys — payload encryption at rest of the failure store and the retry ledger
 
@@ -20,45 +18,35 @@ Environment: POSTBOX_PAYLOAD_KEYS (id:base64key,… — the first encrypts, the 
 DATABASE_URL_OPERATOR or DATABASE_URL.
 Exit: 0 done, 1 an error (a row whose key is not in the ring stops the run; batches before it stay), 2 usage.`;
 
-export async function keysCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      'dry-run': { type: 'boolean' },
-      batch: { type: 'string' },
-      actor: { type: 'string' },
-      id: { type: 'string' },
-    },
-  });
-  const verb = positionals[0];
-  if (values.help || !verb) {
-    console.log(HELP);
-    return values.help ? 0 : 2;
-  }
-  if (verb === 'generate') {
-    console.log(generatePayloadKey(values.id ?? `k${new Date().toISOString().slice(0, 10).replaceAll('-', '')}`));
-    return 0;
-  }
-  if (verb !== 'status' && verb !== 'rotate')
-    throw new ConfigError(`unknown keys command "${verb}" (status | rotate | generate)`);
-  const sql = connect({ url: databaseUrlFor('operator', await linkEnv()), max: 2, applicationName: 'postbox-keys' });
-  try {
-    if (verb === 'status') {
-      for (const u of await payloadKeyUsage(sql)) console.log(`${u.table.padEnd(16)} ${u.key.padEnd(12)} ${u.rows}`);
+export const keysCommand = operatorCommand({
+  name: 'keys',
+  help: HELP,
+  options: {
+    'dry-run': { type: 'boolean' },
+    batch: { type: 'string' },
+    actor: { type: 'string' },
+    id: { type: 'string' },
+  },
+  verb: 'required',
+  usageErrors: 'throw',
+  async run({ values, verb }) {
+    if (verb === 'generate') {
+      console.log(generatePayloadKey(values.id ?? `k${new Date().toISOString().slice(0, 10).replaceAll('-', '')}`));
       return 0;
     }
-    return await rotate(sql, values);
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
+    if (verb !== 'status' && verb !== 'rotate')
+      throw new ConfigError(`unknown keys command "${verb}" (status | rotate | generate)`);
+    return withDatabase({ command: 'keys', url: await operatorUrl(), max: 2 }, async (sql) => {
+      if (verb === 'status') {
+        for (const u of await payloadKeyUsage(sql)) console.log(`${u.table.padEnd(16)} ${u.key.padEnd(12)} ${u.rows}`);
+        return 0;
+      }
+      return await rotate(sql, values);
+    });
+  },
+});
 
-async function rotate(
-  sql: ReturnType<typeof connect>,
-  values: { 'dry-run'?: boolean; batch?: string; actor?: string },
-): Promise<number> {
+async function rotate(sql: Sql, values: { 'dry-run'?: boolean; batch?: string; actor?: string }): Promise<number> {
   const ring = parsePayloadKeys(process.env.POSTBOX_PAYLOAD_KEYS);
   if (!ring)
     throw new ConfigError('postbox keys rotate: POSTBOX_PAYLOAD_KEYS is not set (postbox keys generate makes a key)');

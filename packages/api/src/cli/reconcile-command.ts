@@ -1,6 +1,4 @@
-import { userInfo } from 'node:os';
-import { parseArgs } from 'node:util';
-import { connect, createWaker, type Sql } from '@postbox/engine';
+import { createWaker, type Sql } from '@postbox/engine';
 import { BullmqRetryScheduler, ReconcileSchedule } from '@postbox/engine/bullmq';
 import {
   CHECK_NAMES,
@@ -19,7 +17,16 @@ import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
 import { shutdownSignal, untilAborted } from './signals.ts';
-import { databaseUrlFor } from '../config/env.ts';
+import {
+  integerOption,
+  operatorActor,
+  operatorCommand,
+  operatorUrl,
+  type OptionValues,
+  printJson,
+  UsageError,
+  withDatabase,
+} from './operator-command.ts';
 
 const HELP = `postbox reconcile — check the pipeline against the business source of truth, repair what does not hold
 
@@ -44,65 +51,47 @@ looked up in REDIS_URL. Grace periods: POSTBOX_RECONCILE_GRACE_MS="check=ms,…"
 Actor: --actor, else POSTBOX_ACTOR, else the OS user.
 Exit codes: 0 nothing left open, 1 findings remain (or a run failed or stopped), 2 usage error.`;
 
-/** A mistake in the command line: exit 2 with the message. */
-class UsageError extends Error {}
+const OPTIONS = {
+  check: { type: 'string', multiple: true },
+  execute: { type: 'boolean' },
+  rate: { type: 'string' },
+  canary: { type: 'string' },
+  'max-error-ratio': { type: 'string' },
+  limit: { type: 'string' },
+  after: { type: 'string' },
+  status: { type: 'string' },
+  every: { type: 'string' },
+  reason: { type: 'string' },
+  actor: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
 
-type Values = Record<string, string | boolean | string[] | undefined>;
+type Values = OptionValues<typeof OPTIONS>;
 
-export async function reconcileCommand(argv: string[]): Promise<number> {
-  let values: Values;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        help: { type: 'boolean', short: 'h' },
-        check: { type: 'string', multiple: true },
-        execute: { type: 'boolean' },
-        rate: { type: 'string' },
-        canary: { type: 'string' },
-        'max-error-ratio': { type: 'string' },
-        limit: { type: 'string' },
-        after: { type: 'string' },
-        status: { type: 'string' },
-        every: { type: 'string' },
-        reason: { type: 'string' },
-        actor: { type: 'string' },
-        json: { type: 'boolean' },
-      },
-    }));
-  } catch (error) {
-    console.error(`postbox reconcile: ${(error as Error).message} (postbox reconcile --help)`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  const [verb, ...rest] = positionals;
-  const env = await linkEnv();
-  const sql = connect({ url: databaseUrlFor('operator', env), max: 4, applicationName: 'postbox-reconcile' });
-  const schedulers = new Map<string, RetryScheduler>();
-  try {
-    if (verb === 'findings') return await findings(sql, values);
-    const reconciler = await buildReconciler(sql, env.REDIS_URL, schedulers);
-    if (verb === undefined || verb === 'run') return await reconcile(reconciler, values);
-    if (verb === 'checks') return checks(reconciler, values);
-    if (verb === 'schedule') return await schedule(reconciler, env.REDIS_URL, values);
-    if (verb === 'ignore') return await ignore(reconciler, rest[0], values);
-    throw new UsageError(`unknown verb "${verb}"`);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`postbox reconcile: ${error.message} (postbox reconcile --help)`);
-      return 2;
-    }
-    throw error;
-  } finally {
-    await Promise.all([...schedulers.values()].map((s) => s.close()));
-    await sql.end({ timeout: 5 });
-  }
-}
+export const reconcileCommand = operatorCommand({
+  name: 'reconcile',
+  help: HELP,
+  options: OPTIONS,
+  verb: 'optional',
+  usageErrors: 'report',
+  async run({ values, verb, rest }) {
+    const env = await linkEnv();
+    const schedulers = new Map<string, RetryScheduler>();
+    return withDatabase({ command: 'reconcile', url: await operatorUrl(env), max: 4 }, async (sql) => {
+      try {
+        if (verb === 'findings') return await findings(sql, values);
+        const reconciler = await buildReconciler(sql, env.REDIS_URL, schedulers);
+        if (verb === undefined || verb === 'run') return await reconcile(reconciler, values);
+        if (verb === 'checks') return checks(reconciler, values);
+        if (verb === 'schedule') return await schedule(reconciler, env.REDIS_URL, values);
+        if (verb === 'ignore') return await ignore(reconciler, rest[0], values);
+        throw new UsageError(`unknown verb "${verb}"`);
+      } finally {
+        await Promise.all([...schedulers.values()].map((s) => s.close()));
+      }
+    });
+  },
+});
 
 /** The reconciler of this process: registrations from the environment, sagas checked like any process moving them. */
 export async function buildReconciler(
@@ -141,7 +130,7 @@ async function reconcile(reconciler: Reconciler, v: Values): Promise<number> {
   const execute = v.execute === true;
   if (!execute && (v.rate !== undefined || v.canary !== undefined))
     throw new UsageError('--rate and --canary go with --execute (a dry run changes nothing)');
-  const actor = typeof v.actor === 'string' ? v.actor : actorOf();
+  const actor = operatorActor(v.actor);
   const reason = typeof v.reason === 'string' && v.reason.trim() ? v.reason : 'postbox reconcile';
   const json = v.json === true;
   const out: Array<{ check: CheckRunReport; repair: RepairReport | null }> = [];
@@ -157,10 +146,10 @@ async function reconcile(reconciler: Reconciler, v: Values): Promise<number> {
         dryRun: !execute,
         ratePerSecond: number(v.rate, 5, 'rate'),
         stop: {
-          canary: int(v.canary, 5, 'canary', 0),
+          canary: integerOption(v.canary, 'canary', { fallback: 5, min: 0 }),
           maxErrorRatio: number(v['max-error-ratio'], 0.2, 'max-error-ratio'),
         },
-        limit: int(v.limit, 1000, 'limit', 1),
+        limit: integerOption(v.limit, 'limit', { fallback: 1000 }),
         ...(bar ? { onProgress: bar.update } : {}),
       });
       bar?.end();
@@ -171,7 +160,7 @@ async function reconcile(reconciler: Reconciler, v: Values): Promise<number> {
     out.push({ check, repair });
     if (!json) print(check, repair);
   }
-  if (json) console.log(JSON.stringify(out, null, 2));
+  if (json) printJson(out);
   return exit;
 }
 
@@ -198,7 +187,7 @@ function print(check: CheckRunReport, repair: RepairReport | null): void {
 async function schedule(reconciler: Reconciler, redisUrl: string, v: Values): Promise<number> {
   const signal = shutdownSignal();
   const names = checkNames(v.check);
-  const every = int(v.every, 300_000, 'every', 1000);
+  const every = integerOption(v.every, 'every', { fallback: 300_000, min: 1000 });
   const s = new ReconcileSchedule({
     redisUrl: requireLink({ REDIS_URL: redisUrl }, 'REDIS_URL', 'the Redis that keeps the reconciliation schedule'),
     reconciler,
@@ -218,7 +207,7 @@ async function schedule(reconciler: Reconciler, redisUrl: string, v: Values): Pr
 
 function checks(reconciler: Reconciler, v: Values): number {
   const rows = reconciler.checks();
-  if (v.json) console.log(JSON.stringify(rows, null, 2));
+  if (v.json) printJson(rows);
   else
     for (const c of rows)
       console.log(
@@ -235,10 +224,10 @@ async function findings(sql: Sql, v: Values): Promise<number> {
   const rows = await listFindings(
     sql,
     { ...(check ? { check } : {}), ...(status ? { status: status as StoredFinding['status'] } : {}) },
-    int(v.limit, 50, 'limit', 1, 500),
-    typeof v.after === 'string' ? int(v.after, 0, 'after', 1) : null,
+    integerOption(v.limit, 'limit', { fallback: 50, max: 500 }),
+    typeof v.after === 'string' ? integerOption(v.after, 'after') : null,
   );
-  if (v.json) console.log(JSON.stringify(rows, null, 2));
+  if (v.json) printJson(rows);
   else {
     for (const f of rows)
       console.log(
@@ -253,8 +242,8 @@ async function ignore(reconciler: Reconciler, id: string | undefined, v: Values)
   if (!id) throw new UsageError('name the finding: postbox reconcile ignore ID --reason TEXT');
   if (typeof v.reason !== 'string' || !v.reason.trim())
     throw new UsageError('--reason is required (it goes to the audit log)');
-  const f = await reconciler.ignore(int(id, 0, 'ID', 1), {
-    actor: typeof v.actor === 'string' ? v.actor : actorOf(),
+  const f = await reconciler.ignore(integerOption(id, 'ID'), {
+    actor: operatorActor(v.actor),
     reason: v.reason,
   });
   console.log(`finding #${f.id} (${f.check} ${f.key}) ignored; audited`);
@@ -294,7 +283,7 @@ function progressBar(check: string, execute: boolean): { update: (p: RepairProgr
   };
 }
 
-function checkNames(value: Values[string], optional = false): CheckName[] {
+function checkNames(value: Values['check'], optional = false): CheckName[] {
   const list = Array.isArray(value) ? value : typeof value === 'string' ? [value] : [];
   if (list.length === 0) return optional ? [] : [...CHECK_NAMES];
   for (const name of list)
@@ -311,32 +300,9 @@ function graceFromEnv(value: string): Partial<Record<CheckName, number>> {
   }
 }
 
-function int(
-  value: Values[string],
-  fallback: number,
-  name: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${String(value)}"`);
-  return n;
-}
-
-function number(value: Values[string], fallback: number, name: string): number {
+function number(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a number > 0, got "${String(value)}"`);
   return n;
-}
-
-function actorOf(): string {
-  if (process.env.POSTBOX_ACTOR) return process.env.POSTBOX_ACTOR;
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env.USER ?? 'operator';
-  }
 }

@@ -1,5 +1,4 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, connect } from '@postbox/engine';
+import { ConfigError } from '@postbox/engine';
 import {
   checkInboxWindow,
   planRetention,
@@ -12,6 +11,7 @@ import {
 import { linkEnv } from '../config/links.ts';
 import { createBrokerOffsets } from '@postbox/workers';
 import { readConfig, readRetentionPolicy } from '../config/env.ts';
+import { operatorCommand, printJson, withDatabase } from './operator-command.ts';
 
 const HELP = `postbox retention — keep the outbox and the inbox small: archive and drop partitions past their window
 
@@ -33,83 +33,79 @@ POSTBOX_OUTBOX_RETENTION_DAYS (30: the audit window), POSTBOX_INBOX_RETENTION_DA
 POSTBOX_FAILURE_RETENTION_DAYS (30), POSTBOX_ARCHIVE_DIR (./postbox-archive).
 Exit: 0 done (held partitions included), 1 an error, 2 refused, 3 skipped (another run holds the lock).`;
 
-export async function retentionCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      json: { type: 'boolean' },
-      'dry-run': { type: 'boolean' },
-      actor: { type: 'string' },
-      'as-of': { type: 'string' },
-      force: { type: 'boolean' },
-    },
-  });
-  const verb = positionals[0];
-  if (values.help || !verb) {
-    console.log(HELP);
-    return values.help ? 0 : 2;
-  }
-  if (verb !== 'plan' && verb !== 'run') throw new ConfigError(`unknown retention command "${verb}" (plan | run)`);
-  const now = asOf(values['as-of']);
-  if (verb === 'run' && values['as-of'] !== undefined && !values['dry-run'] && !values.force)
-    throw new ConfigError(
-      '--as-of moves the window: a run would drop partitions still inside the real one; add --dry-run, or --force for a simulation',
-    );
-  const policy = readRetentionPolicy(process.env);
-  // Detach and drop need the tables' owner: retention connects with DATABASE_URL, not an operator role's URL.
-  const config = readConfig(await linkEnv());
-  const offsets = createBrokerOffsets(config.broker, config.topics);
-  const brokerRetention = (topics: string[]) => offsets.retention(topics);
-  const sql = connect({ url: config.databaseUrl, max: 3, applicationName: 'postbox-retention' });
-  try {
-    if (verb === 'plan') {
-      const refusal = await checkInboxWindow(sql, { policy, brokerRetention });
-      const plan = await planRetention(sql, policy, now);
-      if (values.json) console.log(JSON.stringify({ asOf: now, policy, refusal, tables: plan }, null, 2));
-      else printPlan(plan, policy, now);
-      if (refusal && !values.json) console.log(`refused: ${refusal.reason}`);
-      return refusal ? 2 : 0;
-    }
-    const bar = values.json ? null : progressPrinter();
-    let report;
+export const retentionCommand = operatorCommand({
+  name: 'retention',
+  help: HELP,
+  options: {
+    json: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
+    actor: { type: 'string' },
+    'as-of': { type: 'string' },
+    force: { type: 'boolean' },
+  },
+  verb: 'required',
+  usageErrors: 'throw',
+  async run({ values, verb }) {
+    if (verb !== 'plan' && verb !== 'run') throw new ConfigError(`unknown retention command "${verb}" (plan | run)`);
+    const now = asOf(values['as-of']);
+    if (verb === 'run' && values['as-of'] !== undefined && !values['dry-run'] && !values.force)
+      throw new ConfigError(
+        '--as-of moves the window: a run would drop partitions still inside the real one; add --dry-run, or --force for a simulation',
+      );
+    const policy = readRetentionPolicy(process.env);
+    // Detach and drop need the tables' owner: retention connects with DATABASE_URL, not an operator role's URL.
+    const config = readConfig(await linkEnv());
+    const offsets = createBrokerOffsets(config.broker, config.topics);
+    const brokerRetention = (topics: string[]) => offsets.retention(topics);
     try {
-      report = await runRetention(sql, {
-        policy,
-        trigger: 'cli',
-        actor: values.actor ?? process.env.USER ?? 'cli',
-        dryRun: values['dry-run'] ?? false,
-        now,
-        brokerRetention,
-        ...(bar ? { onProgress: bar } : {}),
+      return await withDatabase({ command: 'retention', url: config.databaseUrl, max: 3 }, async (sql) => {
+        if (verb === 'plan') {
+          const refusal = await checkInboxWindow(sql, { policy, brokerRetention });
+          const plan = await planRetention(sql, policy, now);
+          if (values.json) printJson({ asOf: now, policy, refusal, tables: plan });
+          else printPlan(plan, policy, now);
+          if (refusal && !values.json) console.log(`refused: ${refusal.reason}`);
+          return refusal ? 2 : 0;
+        }
+        const bar = values.json ? null : progressPrinter();
+        let report;
+        try {
+          report = await runRetention(sql, {
+            policy,
+            trigger: 'cli',
+            actor: values.actor ?? process.env.USER ?? 'cli',
+            dryRun: values['dry-run'] ?? false,
+            now,
+            brokerRetention,
+            ...(bar ? { onProgress: bar } : {}),
+          });
+        } catch (cause) {
+          if (!(cause instanceof RetentionRefusedError)) throw cause;
+          if (values.json) printJson({ status: 'refused', refusal: cause.refusal });
+          else console.log(cause.message);
+          return 2;
+        }
+        if (values.json) {
+          printJson(report);
+          return report.status === 'skipped' ? 3 : 0;
+        }
+        if (report.status === 'skipped') {
+          console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
+          return 3;
+        }
+        printPlan(report.plan, policy, now);
+        const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
+        const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
+        console.log(
+          `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged${report.defaultSwept > 0 ? `; ${report.defaultSwept} partitions made for default-partition rows past the window` : ''}`,
+        );
+        return 0;
       });
-    } catch (cause) {
-      if (!(cause instanceof RetentionRefusedError)) throw cause;
-      if (values.json) console.log(JSON.stringify({ status: 'refused', refusal: cause.refusal }, null, 2));
-      else console.log(cause.message);
-      return 2;
+    } finally {
+      await offsets.close();
     }
-    if (values.json) {
-      console.log(JSON.stringify(report, null, 2));
-      return report.status === 'skipped' ? 3 : 0;
-    }
-    if (report.status === 'skipped') {
-      console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
-      return 3;
-    }
-    printPlan(report.plan, policy, now);
-    const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
-    const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
-    console.log(
-      `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged${report.defaultSwept > 0 ? `; ${report.defaultSwept} partitions made for default-partition rows past the window` : ''}`,
-    );
-    return 0;
-  } finally {
-    await sql.end({ timeout: 5 });
-    await offsets.close();
-  }
-}
+  },
+});
 
 function asOf(value: string | undefined): Date {
   if (value === undefined) return new Date();

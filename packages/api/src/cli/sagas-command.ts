@@ -1,6 +1,4 @@
-import { userInfo } from 'node:os';
-import { parseArgs } from 'node:util';
-import { ActionRefusedError, connect, NotFoundError, type Sql } from '@postbox/engine';
+import { ActionRefusedError, NotFoundError, type Sql } from '@postbox/engine';
 import { insertAudit } from '@postbox/engine/control';
 import {
   listSagas,
@@ -13,11 +11,22 @@ import {
   type SagaState,
   type SagaStatus,
 } from '@postbox/engine/saga';
-import { linkEnv } from '../config/links.ts';
 import { parseSagaModules } from '../config/api.ts';
 import { actOnSaga, sagaAllowedActions, sagaSteps } from '../sagas/act.ts';
 import { loadSagaOrchestrator, registerSagaDefinitions } from '../sagas/modules.ts';
-import { databaseUrlFor } from '../config/env.ts';
+import {
+  instantOption,
+  integerOption,
+  jsonOption,
+  operatorActor,
+  operatorCommand,
+  operatorUrl,
+  type OptionValues,
+  printJson,
+  printTable,
+  UsageError,
+  withDatabase,
+} from './operator-command.ts';
 
 const HELP = `postbox sagas — find, inspect and act on sagas
 
@@ -50,76 +59,55 @@ const STATUSES: readonly SagaStatus[] = [
 const ACTIONS = ['retry', 'resume', 'compensate', 'close', 'resolve', 'mark-compensated'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** A mistake in the command line: exit 2 with the message and where to read more. */
-class UsageError extends Error {}
+const OPTIONS = {
+  status: { type: 'string' },
+  type: { type: 'string' },
+  version: { type: 'string' },
+  'stuck-for': { type: 'string' },
+  'deadline-before': { type: 'string' },
+  limit: { type: 'string' },
+  before: { type: 'string' },
+  'business-key': { type: 'string' },
+  reason: { type: 'string' },
+  outcome: { type: 'string' },
+  evidence: { type: 'string' },
+  data: { type: 'string' },
+  step: { type: 'string' },
+  actor: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
 
-type Values = Record<string, string | boolean | undefined>;
+type Values = OptionValues<typeof OPTIONS>;
 
-export async function sagasCommand(argv: string[]): Promise<number> {
-  let values: Values;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        help: { type: 'boolean', short: 'h' },
-        status: { type: 'string' },
-        type: { type: 'string' },
-        version: { type: 'string' },
-        'stuck-for': { type: 'string' },
-        'deadline-before': { type: 'string' },
-        limit: { type: 'string' },
-        before: { type: 'string' },
-        'business-key': { type: 'string' },
-        reason: { type: 'string' },
-        outcome: { type: 'string' },
-        evidence: { type: 'string' },
-        data: { type: 'string' },
-        step: { type: 'string' },
-        actor: { type: 'string' },
-        json: { type: 'boolean' },
-      },
-    }));
-  } catch (error) {
-    console.error(`postbox sagas: ${(error as Error).message} (postbox sagas --help)`);
-    return 2;
-  }
-  const [verb, ...rest] = positionals;
-  if (values.help || !verb) {
-    console.log(HELP);
-    return values.help ? 0 : 2;
-  }
-  const sql = connect({ url: databaseUrlFor('operator', await linkEnv()), max: 2, applicationName: 'postbox-sagas' });
-  try {
-    if (verb === 'list') return await list(sql, values);
-    if (verb === 'show') return await show(sql, rest[0], values);
-    if (isAction(verb)) return await act(sql, verb, rest[0], values);
-    throw new UsageError(`unknown verb "${verb}"`);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`postbox sagas ${verb}: ${error.message} (postbox sagas --help)`);
-      return 2;
-    }
-    throw error;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
+export const sagasCommand = operatorCommand({
+  name: 'sagas',
+  help: HELP,
+  options: OPTIONS,
+  verb: 'required',
+  usageErrors: 'report',
+  verbInUsageErrors: true,
+  run: async ({ values, verb, rest }) =>
+    withDatabase({ command: 'sagas', url: await operatorUrl(), max: 2 }, async (sql) => {
+      if (verb === 'list') return await list(sql, values);
+      if (verb === 'show') return await show(sql, rest[0], values);
+      if (verb !== undefined && isAction(verb)) return await act(sql, verb, rest[0], values);
+      throw new UsageError(`unknown verb "${verb}"`);
+    }),
+});
 
 async function list(sql: Sql, v: Values): Promise<number> {
   const filter: SagaFilter = {};
   if (typeof v.status === 'string') filter.status = status(v.status);
   if (typeof v.type === 'string') filter.type = v.type;
-  if (typeof v.version === 'string') filter.version = positiveInt(v.version, 'version');
-  if (typeof v['stuck-for'] === 'string') filter.stuckForMs = positiveInt(v['stuck-for'], 'stuck-for');
+  if (typeof v.version === 'string') filter.version = integerOption(v.version, 'version');
+  if (typeof v['stuck-for'] === 'string') filter.stuckForMs = integerOption(v['stuck-for'], 'stuck-for');
   if (typeof v['deadline-before'] === 'string')
-    filter.deadlineBefore = instant(v['deadline-before'], 'deadline-before');
-  const limit = typeof v.limit === 'string' ? positiveInt(v.limit, 'limit', 500) : 50;
-  const before = typeof v.before === 'string' ? positiveInt(v.before, 'before') : null;
+    filter.deadlineBefore = instantOption(v['deadline-before'], 'deadline-before');
+  const limit = integerOption(v.limit, 'limit', { fallback: 50, max: 500 });
+  const before = typeof v.before === 'string' ? integerOption(v.before, 'before') : null;
   const rows = await listSagas(sql, filter, limit, before);
   if (v.json) {
-    console.log(JSON.stringify(rows, null, 2));
+    printJson(rows);
     return 0;
   }
   printTable(
@@ -160,21 +148,15 @@ async function show(sql: Sql, id: string | undefined, v: Values): Promise<number
   const definitionLoaded = sagas?.definitionOf(detail) !== undefined;
   if (v.json) {
     const { sends: _sends, steps: _steps, ...state } = detail;
-    console.log(
-      JSON.stringify(
-        {
-          ...state,
-          dueAt: iso(detail.dueAt),
-          deadlineAt: iso(detail.deadlineAt),
-          steps,
-          history,
-          allowedActions: allowed,
-          definitionLoaded,
-        },
-        null,
-        2,
-      ),
-    );
+    printJson({
+      ...state,
+      dueAt: iso(detail.dueAt),
+      deadlineAt: iso(detail.deadlineAt),
+      steps,
+      history,
+      allowedActions: allowed,
+      definitionLoaded,
+    });
     return 0;
   }
   const current = steps[detail.step]!;
@@ -226,14 +208,11 @@ async function act(sql: Sql, verb: (typeof ACTIONS)[number], id: string | undefi
   let reason = required(v, 'reason');
   const action = actionOf(verb, v);
   if (verb === 'resolve') reason = `${reason} (evidence: ${required(v, 'evidence')})`;
-  const actor = typeof v.actor === 'string' ? v.actor : actorOf();
+  const actor = operatorActor(v.actor);
   const sagas = await orchestrator(sql);
   try {
     const { before, after } = await actOnSaga(sql, sagas, sagaId, action, { actor, reason });
-    if (v.json)
-      console.log(
-        JSON.stringify({ sagaId, action: action.kind, actor, before: brief(before), after: brief(after) }, null, 2),
-      );
+    if (v.json) printJson({ sagaId, action: action.kind, actor, before: brief(before), after: brief(after) });
     else
       console.log(
         `saga ${sagaId}: ${action.kind}: ${before.status} → ${after.status}${after.attentionReason ? ` (${after.attentionReason})` : ''}, step ${after.step} ${after.direction}; audited as ${actor}`,
@@ -268,7 +247,7 @@ function actionOf(verb: (typeof ACTIONS)[number], v: Values): SagaAction {
       if (typeof v.data === 'string' && outcome !== 'applied')
         throw new UsageError('--data goes with --outcome applied');
       return outcome === 'applied'
-        ? { kind: 'resolve', outcome, ...(typeof v.data === 'string' ? { data: json(v.data) } : {}) }
+        ? { kind: 'resolve', outcome, ...(typeof v.data === 'string' ? { data: jsonOption(v.data, 'data') } : {}) }
         : { kind: 'resolve', outcome };
     }
     case 'mark-compensated':
@@ -285,15 +264,6 @@ async function orchestrator(sql: Sql): Promise<SagaOrchestrator | undefined> {
   return sagas;
 }
 
-function actorOf(): string {
-  if (process.env.POSTBOX_ACTOR) return process.env.POSTBOX_ACTOR;
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env.USER ?? 'operator';
-  }
-}
-
 function brief(s: SagaState) {
   return {
     status: s.status,
@@ -306,7 +276,7 @@ function brief(s: SagaState) {
   };
 }
 
-function required(v: Values, name: string): string {
+function required(v: Values, name: keyof Values): string {
   const value = v[name];
   if (typeof value !== 'string' || value.trim() === '')
     throw new UsageError(`--${name} is required${name === 'reason' ? ' (it goes to the audit log)' : ''}`);
@@ -324,43 +294,6 @@ function uuid(value: string): string {
   return value.toLowerCase();
 }
 
-function positiveInt(value: string, name: string, max = Number.MAX_SAFE_INTEGER): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max)
-    throw new UsageError(`--${name} must be an integer from 1 to ${max}, got "${value}"`);
-  return n;
-}
-
-function instant(value: string, name: string): Date {
-  const d = new Date(value);
-  if (Number.isNaN(d.getTime())) throw new UsageError(`--${name} must be an ISO timestamp, got "${value}"`);
-  return d;
-}
-
-function json(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (cause) {
-    throw new UsageError(`--data must be JSON: ${(cause as Error).message}`);
-  }
-}
-
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
-}
-
-function printTable(rows: Array<Record<string, unknown>>): void {
-  if (rows.length === 0) {
-    console.log('(none)');
-    return;
-  }
-  const keys = Object.keys(rows[0]!);
-  const widths = keys.map((k) => Math.max(k.length, ...rows.map((r) => String(r[k]).length)));
-  for (const line of [Object.fromEntries(keys.map((k) => [k, k])), ...rows])
-    console.log(
-      keys
-        .map((k, i) => String(line[k]).padEnd(widths[i]!))
-        .join('  ')
-        .trimEnd(),
-    );
 }

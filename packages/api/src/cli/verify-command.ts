@@ -1,11 +1,11 @@
-import { parseArgs } from 'node:util';
-import { ConfigError, connect } from '@postbox/engine';
+import { ConfigError } from '@postbox/engine';
 import { listConsumers } from '@postbox/engine/control';
 import { check, collect, formatReport, totals, type EffectSource, type VerifyConsumer } from '@postbox/engine/verify';
 import { createBrokerOffsets, createTopicReader } from '@postbox/workers';
 import { linkEnv } from '../config/links.ts';
 import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
+import { nonNegativeOption, operatorCommand, printJson, withDatabase } from './operator-command.ts';
 
 const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
 
@@ -35,72 +35,77 @@ Exit code: 0 when every check holds, 1 on any violation, 2 on a usage error.
 Environment: DATABASE_URL, POSTBOX_BROKER (kafka | nats | rabbitmq), KAFKA_BROKERS, NATS_URL or RABBITMQ_URL.
 On NATS, offsets are stream sequences and a group's committed offset is its durable's ack floor + 1.`;
 
-export async function verifyCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      consumer: { type: 'string', multiple: true },
-      topic: { type: 'string', multiple: true },
-      'effects-log': { type: 'string' },
-      'effects-counts': { type: 'string' },
-      final: { type: 'boolean' },
-      'stuck-after': { type: 'string' },
-      timeout: { type: 'string' },
-      json: { type: 'boolean' },
-    },
-  });
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  if (values['effects-log'] && values['effects-counts']) {
-    console.error('postbox verify: give --effects-log or --effects-counts, not both');
-    return 2;
-  }
-  const stuckAfterMs = nonNegative(values['stuck-after'], 60_000, 'stuck-after');
-  const timeoutMs = nonNegative(values.timeout, 120_000, 'timeout');
-  const config = readConfig(await linkEnv(), process.env, { role: 'operator' });
-  const sql = connect({ url: config.databaseUrl, max: 2, applicationName: 'postbox-verify' });
-  const reader = createTopicReader(config.broker, timeoutMs);
-  const offsets = createBrokerOffsets(config.broker, config.topics);
-  try {
-    const registered = await listConsumers(sql);
-    const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
-    const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
-    if (unknown.length > 0)
-      throw new ConfigError(`not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`);
-    const effects: EffectSource | undefined = values['effects-log']
-      ? { kind: 'log', query: values['effects-log'] }
-      : values['effects-counts']
-        ? { kind: 'counts', query: values['effects-counts'] }
-        : undefined;
-    const consumers: VerifyConsumer[] = registered
-      .filter((c) => wanted.includes(c.consumer_name))
-      .map((c) => {
-        const source = effects ?? (c.consumer_name === DEMO_CONSUMER ? DEMO_EFFECTS : undefined);
-        return { name: c.consumer_name, groupId: c.group_id, topics: c.topics, ...(source ? { effects: source } : {}) };
-      });
-    if (consumers.length === 0 && !values.topic?.length) {
-      console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
+export const verifyCommand = operatorCommand({
+  name: 'verify',
+  help: HELP,
+  options: {
+    consumer: { type: 'string', multiple: true },
+    topic: { type: 'string', multiple: true },
+    'effects-log': { type: 'string' },
+    'effects-counts': { type: 'string' },
+    final: { type: 'boolean' },
+    'stuck-after': { type: 'string' },
+    timeout: { type: 'string' },
+    json: { type: 'boolean' },
+  },
+  verb: 'none',
+  usageErrors: 'throw',
+  async run({ values }) {
+    if (values['effects-log'] && values['effects-counts']) {
+      console.error('postbox verify: give --effects-log or --effects-counts, not both');
       return 2;
     }
-    const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), {
-      stuckAfterMs,
-      final: values.final ?? false,
+    const stuckAfterMs = nonNegativeOption(values['stuck-after'], 60_000, 'stuck-after');
+    const timeoutMs = nonNegativeOption(values.timeout, 120_000, 'timeout');
+    const config = readConfig(await linkEnv(), process.env, { role: 'operator' });
+    return withDatabase({ command: 'verify', url: config.databaseUrl, max: 2 }, async (sql) => {
+      const reader = createTopicReader(config.broker, timeoutMs);
+      const offsets = createBrokerOffsets(config.broker, config.topics);
+      try {
+        const registered = await listConsumers(sql);
+        const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
+        const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
+        if (unknown.length > 0)
+          throw new ConfigError(
+            `not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`,
+          );
+        const effects: EffectSource | undefined = values['effects-log']
+          ? { kind: 'log', query: values['effects-log'] }
+          : values['effects-counts']
+            ? { kind: 'counts', query: values['effects-counts'] }
+            : undefined;
+        const consumers: VerifyConsumer[] = registered
+          .filter((c) => wanted.includes(c.consumer_name))
+          .map((c) => {
+            const source = effects ?? (c.consumer_name === DEMO_CONSUMER ? DEMO_EFFECTS : undefined);
+            return {
+              name: c.consumer_name,
+              groupId: c.group_id,
+              topics: c.topics,
+              ...(source ? { effects: source } : {}),
+            };
+          });
+        if (consumers.length === 0 && !values.topic?.length) {
+          console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
+          return 2;
+        }
+        const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), {
+          stuckAfterMs,
+          final: values.final ?? false,
+        });
+        if (values.json) printJson({ ...report, totals: totals(report) });
+        else {
+          if (config.broker.kind === 'rabbitmq') console.log(NO_LOG);
+          console.log(formatReport(report));
+        }
+        return report.ok ? 0 : 1;
+      } finally {
+        await reader.close();
+        await offsets.close();
+      }
     });
-    if (values.json) console.log(JSON.stringify({ ...report, totals: totals(report) }, null, 2));
-    else {
-      if (config.broker.kind === 'rabbitmq') console.log(NO_LOG);
-      console.log(formatReport(report));
-    }
-    return report.ok ? 0 : 1;
-  } finally {
-    await reader.close();
-    await offsets.close();
-    await sql.end({ timeout: 5 });
-  }
-}
+  },
+});
 
 const NO_LOG =
   'RabbitMQ keeps no log (queues give messages away once acknowledged): the log-level checks — lost writes, positions, order in the log — are not made; the outbox, inboxes, effects, failures and sagas are.';
@@ -109,10 +114,3 @@ const DEMO_EFFECTS: EffectSource = {
   kind: 'counts',
   query: 'SELECT order_id AS aggregate_id, version, applied_count FROM demo_order_projection',
 };
-
-function nonNegative(value: string | undefined, fallback: number, name: string): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be an integer ≥ 0, got "${value}"`);
-  return n;
-}

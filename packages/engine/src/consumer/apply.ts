@@ -8,9 +8,9 @@ import { drain } from './drain.ts';
 import { withinTimeout } from './handler-timeout.ts';
 import { conflictFailure } from './settle.ts';
 import type { StepDeps, ValidEvent } from './step-deps.ts';
-import { storeRecord } from './stored-record.ts';
+import { storeRecord } from '../records/stored-record.ts';
 import { expectedVersion, gate } from './version-gate.ts';
-import type { RecordResult } from './wire.ts';
+import type { RecordResult } from '../records/wire.ts';
 
 /**
  * Applies valid events of distinct aggregates in one transaction `tx`:

@@ -6,7 +6,13 @@ import { applyEvents } from './apply.ts';
 import { parseRecord } from './parse.ts';
 import { errorDetail, failureOf, scheduleRetry, settleFailure, transient } from './settle.ts';
 import type { ConsumeStepDeps, StepDeps, ValidEvent } from './step-deps.ts';
-import { decodeTask, type ConsumeTask, type ConsumeTaskResult, type RecordResult, type WireRecord } from './wire.ts';
+import {
+  decodeTask,
+  type ConsumeTask,
+  type ConsumeTaskResult,
+  type RecordResult,
+  type WireRecord,
+} from '../records/wire.ts';
 
 export type { ConsumeStepDeps } from './step-deps.ts';
 
@@ -91,7 +97,7 @@ async function applyOne(deps: StepDeps, event: ValidEvent): Promise<RecordResult
       const c = classify(cause);
       if (c.kind === 'permanent') return settleFailure(deps, event.record, failureOf(event.envelope, cause, c.code));
       if (c.immediate && immediate < IMMEDIATE_RETRIES) continue;
-      // A due retry's next step is decided by its ledger row (retry/process-retry.ts), not here.
+      // A due retry's next step is decided by its ledger row (process-retry.ts), not here.
       if (deps.durable !== true || event.record.retry) return transient(cause, c.code, event.envelope);
       return scheduleFirstRetry(deps, event, cause, c.code);
     }

@@ -9,7 +9,7 @@ import type { ConsumeExecutor } from './executor.ts';
 import { OffsetCommitter, partitionKey, partitionOfKey, type PartitionState } from './offset-committer.ts';
 import { ConsumerCounters, type ConsumerStats } from './stats.ts';
 import { inMemoryRetry, type TransientPolicy } from './transient-policy.ts';
-import { encodeTask, type ConsumeTaskResult, type RecordResult, type WireRecord } from './wire.ts';
+import { encodeTask, type ConsumeTaskResult, type RecordResult, type WireRecord } from '../records/wire.ts';
 
 export type { ConsumerStats } from './stats.ts';
 

@@ -7,7 +7,7 @@ import { withinTimeout } from './handler-timeout.ts';
 import { parseRecord } from './parse.ts';
 import { failInTransaction, failureOf, scheduleRetry, type ScheduledRetry } from './settle.ts';
 import type { StepDeps } from './step-deps.ts';
-import { loadRecord } from './stored-record.ts';
+import { loadRecord } from '../records/stored-record.ts';
 
 /** What a drain applied per aggregate, and the durable retries it scheduled for successors that failed. */
 export interface DrainResult {

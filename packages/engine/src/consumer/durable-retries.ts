@@ -1,7 +1,7 @@
 import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import type { Sql } from '../db/connect.ts';
 import type { InboundRecord } from '../ports/subscriber.ts';
-import { processRetry } from '../retry/process-retry.ts';
+import { processRetry } from './process-retry.ts';
 import { reconcileLedger } from '../retry/reconcile.ts';
 import type { RetryJob, RetryScheduler } from '../ports/retry-scheduler.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -10,7 +10,7 @@ import { failpoint } from '../testing/failpoint.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import type { ConsumeExecutor } from './executor.ts';
 import type { ConsumerCounters } from './stats.ts';
-import { encodeTask, type WireRecord } from './wire.ts';
+import { encodeTask, type WireRecord } from '../records/wire.ts';
 
 /** Durable retries of one consumer: where the ledger lives, the alarm clock, how often they are reconciled. */
 export interface DurableRetryConfig {

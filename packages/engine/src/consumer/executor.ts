@@ -2,9 +2,9 @@ import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { createWaker } from '../outbox/wake.ts';
 import { consumeBatch } from './consume-step.ts';
 import type { ConsumerDefinition } from './definition.ts';
-import { loadHandlerModule } from './handler.ts';
+import { loadHandlerModule } from './handler-module.ts';
 import { consumerSql } from './pool.ts';
-import type { ConsumeTask, ConsumeTaskResult } from './wire.ts';
+import type { ConsumeTask, ConsumeTaskResult } from '../records/wire.ts';
 
 /** Runs consume tasks somewhere: a piscina pool (@postbox/workers createConsumePool) or this thread. */
 export interface ConsumeExecutor {

@@ -9,8 +9,8 @@ import { nextRetry } from '../retry/budget.ts';
 import { classify } from '../retry/classify.ts';
 import { scrubPayload } from '../telemetry/redact.ts';
 import type { StepDeps, ValidEvent } from './step-deps.ts';
-import { storeRecord } from './stored-record.ts';
-import type { RecordResult } from './wire.ts';
+import { storeRecord } from '../records/stored-record.ts';
+import type { RecordResult } from '../records/wire.ts';
 
 /**
  * How the consume step settles what did not apply: a permanent failure goes to the failure store and blocks its

@@ -1,6 +1,6 @@
 import type { PartitionLag } from '../ports/subscriber.ts';
-import type { RetryProcessOutcome } from '../retry/process-retry.ts';
-import type { Outcome } from './wire.ts';
+import type { RetryProcessOutcome } from './process-retry.ts';
+import type { Outcome } from '../records/wire.ts';
 
 /** A consumer's counters and gauges, as `Consumer.stats()` reports them. */
 export interface ConsumerStats {

@@ -4,8 +4,8 @@ import type { Waker } from '../outbox/wake.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import type { ProcessSpans } from '../telemetry/process-spans.ts';
 import type { ConsumerDefinition } from './definition.ts';
-import type { BatchHandler, Handler } from './handler.ts';
-import type { WireRecord } from './wire.ts';
+import type { BatchHandler, Handler } from '../records/handler.ts';
+import type { WireRecord } from '../records/wire.ts';
 
 /** What the consume step needs: a pool, the handler, and the parts of the definition it reads. */
 export interface ConsumeStepDeps {

@@ -1,4 +1,4 @@
-import type { StoredRecord } from '../consumer/stored-record.ts';
+import type { StoredRecord } from '../records/stored-record.ts';
 import type { PayloadKeyRing } from './payload-keys.ts';
 import { seal, unseal, type Sealed } from './sealed.ts';
 

@@ -1,5 +1,5 @@
-import { boundTransaction } from '../adapters/sql/bound-transaction.ts';
-import { postgresJsExecutor } from '../adapters/sql/postgres-js.ts';
+import { boundTransaction } from './bound-transaction.ts';
+import { postgresJsExecutor } from './postgres-js.ts';
 import { NotInTransactionError } from '../errors.ts';
 import { isSqlExecutor, type SqlExecutor } from '../ports/sql-executor.ts';
 import type { Queryable, Tx } from './connect.ts';

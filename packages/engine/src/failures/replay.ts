@@ -13,7 +13,7 @@ import {
   type FailureFilter,
 } from '../queries/failure-list.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
-import { storeRecord } from '../consumer/stored-record.ts';
+import { storeRecord } from '../records/stored-record.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';

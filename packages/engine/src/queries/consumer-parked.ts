@@ -1,4 +1,4 @@
-import type { StoredRecord } from '../consumer/stored-record.ts';
+import type { StoredRecord } from '../records/stored-record.ts';
 import type { Queryable } from '../db/connect.ts';
 
 export interface ParkedRow {

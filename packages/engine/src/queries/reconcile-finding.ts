@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { Finding, FindingStatus, StoredFinding } from '../reconcile/finding.ts';
+import type { Finding, FindingStatus, StoredFinding } from '../records/finding.ts';
 
 const COLUMNS = `finding_id::int AS id, check_name AS "check", business_key AS key, kind, expected, observed, status,
   repair, first_run_id::int AS "firstRunId", last_run_id::int AS "lastRunId", first_seen_at AS "firstSeenAt",

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { SagaStatus, StepStatus } from '../saga/state.ts';
+import type { SagaStatus, StepStatus } from '../records/saga-state.ts';
 
 export interface SagaTimerFact {
   seq: number;

@@ -1,4 +1,4 @@
-import type { StoredRecord } from '../consumer/stored-record.ts';
+import type { StoredRecord } from '../records/stored-record.ts';
 import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { sealRecord, type SealedColumns } from '../crypto/row-seal.ts';
 import type { Queryable } from '../db/connect.ts';

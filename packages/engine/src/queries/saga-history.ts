@@ -1,6 +1,6 @@
 import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { Queryable } from '../db/connect.ts';
-import type { HistoryEntry } from '../saga/state.ts';
+import type { HistoryEntry } from '../records/saga-state.ts';
 
 /**
  * Appends a saga's transition lines. Parameters: saga id, the version they lead to, the lines, the actor.

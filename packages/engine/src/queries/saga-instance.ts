@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/connect.ts';
 import type { SqlExecutor } from '../ports/sql-executor.ts';
 import type { LoadedVersions } from './saga-timer.ts';
-import type { AttentionReason, Direction, SagaState, SagaStatus, StepStatus } from '../saga/state.ts';
+import type { AttentionReason, Direction, SagaState, SagaStatus, StepStatus } from '../records/saga-state.ts';
 
 interface SagaRow {
   saga_id: string;

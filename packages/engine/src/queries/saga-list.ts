@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { SagaStatus } from '../saga/state.ts';
+import type { SagaStatus } from '../records/saga-state.ts';
 import { readSaga } from './saga-instance.ts';
 
 export interface SagaFilter {

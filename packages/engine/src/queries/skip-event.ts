@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { StoredRecord } from '../consumer/stored-record.ts';
+import type { StoredRecord } from '../records/stored-record.ts';
 
 export interface SkipTarget {
   failure_id: number | null;

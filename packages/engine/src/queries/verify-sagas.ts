@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { SagaFacts } from '../verify/observation.ts';
+import type { SagaFacts } from '../records/observation.ts';
 
 /**
  * What the verifier reads of the sagas (verify/collect.ts, in its one REPEATABLE READ snapshot): every instance,

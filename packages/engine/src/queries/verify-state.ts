@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/connect.ts';
-import type { ConsumerFacts, FailureFact, OutboxFact } from '../verify/observation.ts';
+import type { ConsumerFacts, FailureFact, OutboxFact } from '../records/observation.ts';
 
 /**
  * What the verifier reads from PostgreSQL (verify/collect.ts runs these in one REPEATABLE READ, READ ONLY

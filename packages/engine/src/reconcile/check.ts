@@ -1,8 +1,9 @@
 import type { Sql, Tx } from '../db/connect.ts';
 import type { RetryScheduler } from '../ports/retry-scheduler.ts';
 import type { SagaOrchestrator } from '../saga/orchestrator.ts';
-import type { Finding, StoredFinding } from './finding.ts';
-import type { CheckName, ResolvedReconcileOptions } from './options.ts';
+import type { Finding, StoredFinding } from '../records/finding.ts';
+import type { CheckName } from '../records/finding.ts';
+import type { ResolvedReconcileOptions } from './options.ts';
 import type { ParticipantRecords, ReconcileSource } from './source.ts';
 
 /** What a check reads with: the database, what the application registered, and the clock. */

@@ -1,17 +1,5 @@
 import { ConfigError } from '../errors.ts';
-
-/** The checks Postbox runs, one file each under checks/. */
-export const CHECK_NAMES = [
-  'outbox-missing',
-  'consumer-behind',
-  'retry-job-missing',
-  'saga-timer-unfired',
-  'saga-overdue',
-  'saga-step-mismatch',
-  'stale-failures',
-] as const;
-
-export type CheckName = (typeof CHECK_NAMES)[number];
+import { CHECK_NAMES, type CheckName } from '../records/finding.ts';
 
 /**
  * Each check's grace period (or SLA): how long a state may last before it counts as broken. A fresh outbox row

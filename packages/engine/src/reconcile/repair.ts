@@ -4,7 +4,7 @@ import { insertAudit } from '../queries/audit.ts';
 import { countFindings, listFindings, setFindingStatus } from '../queries/reconcile-finding.ts';
 import { finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome } from './check.ts';
-import type { StoredFinding } from './finding.ts';
+import type { StoredFinding } from '../records/finding.ts';
 import { Pacer } from './pacer.ts';
 import { resolveStopPolicy, shouldStop, type StopPolicy, type StopReason } from './stop-policy.ts';
 

@@ -1,7 +1,7 @@
 import { finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
 import { resolveFindings, unobservedFindings, upsertFindings } from '../queries/reconcile-finding.ts';
 import type { CheckContext, ReconcileCheck } from './check.ts';
-import type { Finding } from './finding.ts';
+import type { Finding } from '../records/finding.ts';
 
 export interface CheckRunCounts {
   /** Things looked at (aggregates, ledger rows, sagas, failures). */

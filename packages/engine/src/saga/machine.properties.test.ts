@@ -9,15 +9,8 @@ import fc from 'fast-check';
 import { defineSaga, INSPECT_COMMAND, type SagaDefinition } from './definition.ts';
 import { nextState, startState } from './machine.ts';
 import { allowedActions, operatorTransition, type SagaAction } from './operator-actions.ts';
-import {
-  type Direction,
-  REPLY,
-  type SagaEvent,
-  type SagaState,
-  type SagaStatus,
-  TERMINAL,
-  type Transition,
-} from './state.ts';
+import { type Direction, type SagaState, type SagaStatus, TERMINAL } from '../records/saga-state.ts';
+import { REPLY, type SagaEvent, type Transition } from './transition.ts';
 
 type Data = { log: string[] };
 

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { defineSaga, type SagaDefinition, type StepInput } from './definition.ts';
 import { nextState, startState } from './machine.ts';
 import { operatorTransition, type SagaAction } from './operator-actions.ts';
-import type { HistoryEntry, Outgoing, SagaEvent, SagaState, Transition } from './state.ts';
+import type { HistoryEntry, SagaState } from '../records/saga-state.ts';
+import type { Outgoing, SagaEvent, Transition } from './transition.ts';
 
 export type Data = { log: string[] };
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { defineSaga, INSPECT_COMMAND } from './definition.ts';
 import { assertStale, type Data, Run, step, T0, threeSteps, undo, withPivot } from './machine.test-support.ts';
-import { REPLY, type SagaEvent } from './state.ts';
+import { REPLY, type SagaEvent } from './transition.ts';
 
 test('machine: happy path, three steps complete in order, each result folded into the data the next command sees', () => {
   const run = new Run(threeSteps);

@@ -2,14 +2,11 @@ import type { SagaDefinition } from './definition.ts';
 import {
   type AttentionReason,
   type HistoryEntry,
-  type Outgoing,
-  REPLY,
-  type SagaEvent,
   type SagaState,
   type StepStatus,
   TERMINAL,
-  type Transition,
-} from './state.ts';
+} from '../records/saga-state.ts';
+import { type Outgoing, REPLY, type SagaEvent, type Transition } from './transition.ts';
 
 /**
  * The saga state machine, pure: a state and an event in, the next state, at most one command to send and the

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Run, threeSteps, withPivot } from './machine.test-support.ts';
 import { allowedActions } from './operator-actions.ts';
-import { REPLY } from './state.ts';
+import { REPLY } from './transition.ts';
 
 /** A saga frozen because its participant refused to undo `charge` (reserve, charge done; ship refused). */
 function refusedCompensation(): Run {

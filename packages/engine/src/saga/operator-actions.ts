@@ -1,6 +1,7 @@
 import type { SagaDefinition } from './definition.ts';
 import { advance, applied, compensateFrom, onUnanswered, outgoing, refuse, succeed, withStep } from './machine.ts';
-import { type SagaState, TERMINAL, type Transition } from './state.ts';
+import { type SagaState, TERMINAL } from '../records/saga-state.ts';
+import type { Transition } from './transition.ts';
 
 /**
  * What an operator can do to a saga. Each moves it by the machine's own rules (machine.ts), so an operator can

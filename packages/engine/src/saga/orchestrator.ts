@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Queryable } from '../db/connect.ts';
+import type { Queryable, Sql } from '../db/connect.ts';
 import { ActionRefusedError, ConfigError, NotFoundError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { enqueue } from '../outbox/enqueue.ts';
 import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
 import { insertSagaHistory } from '../queries/saga-history.ts';
 import { registerDefinitions, unfinishedVersions } from '../queries/saga-definition.ts';
-import type { Sql } from '../db/connect.ts';
 import { insertSaga, lockSaga, sagaIdByBusinessKey, saveSaga } from '../queries/saga-instance.ts';
 import { sqlExecutor } from '../db/sql-executor.ts';
 import type { SqlExecutor } from '../ports/sql-executor.ts';
@@ -14,7 +13,8 @@ import type { SagaDefinition } from './definition.ts';
 import { SagaDefinitionMissingError, SagaTransitionError } from './errors.ts';
 import { nextState, startState } from './machine.ts';
 import { allowedActions, operatorTransition, type SagaAction, type SagaActionKind } from './operator-actions.ts';
-import { type Direction, type Outgoing, type SagaEvent, type SagaState, TERMINAL, type Transition } from './state.ts';
+import { type Direction, type SagaState, TERMINAL } from '../records/saga-state.ts';
+import type { Outgoing, SagaEvent, Transition } from './transition.ts';
 
 // A registry of definitions of different data types.
 type AnyDefinition = SagaDefinition<any>;

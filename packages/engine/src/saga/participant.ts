@@ -1,7 +1,7 @@
 import type { Tx } from '../db/connect.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import { PermanentError } from '../errors.ts';
-import type { Handler } from '../consumer/handler.ts';
+import type { Handler } from '../records/handler.ts';
 import { enqueue } from '../outbox/enqueue.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import {
@@ -12,7 +12,8 @@ import {
   replyWritten,
 } from '../queries/saga-participation.ts';
 import { SAGA_EXTENSIONS } from './orchestrator.ts';
-import { type Direction, REPLY } from './state.ts';
+import type { Direction } from '../records/saga-state.ts';
+import { REPLY } from './transition.ts';
 
 /** What a step's apply decided: applied (with the success reply) or refused (a business refusal, nothing done). */
 export interface StepOutcome {

@@ -1,9 +1,9 @@
-import type { BatchHandler, Handler } from '../consumer/handler.ts';
+import type { BatchHandler, Handler } from '../records/handler.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
 import { lockSagasInOrder } from '../queries/saga-timer.ts';
 import { SAGA_EXTENSIONS, type SagaOrchestrator } from './orchestrator.ts';
-import type { Direction } from './state.ts';
+import type { Direction } from '../records/saga-state.ts';
 
 /**
  * The orchestrator's side of the replies: a consumer handler that turns each reply event into a transition, in

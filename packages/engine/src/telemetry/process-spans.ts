@@ -1,7 +1,7 @@
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { Envelope } from '../envelope/envelope.ts';
-import type { Handler } from '../consumer/handler.ts';
-import type { RecordResult, WireRecord } from '../consumer/wire.ts';
+import type { Handler } from '../records/handler.ts';
+import type { RecordResult, WireRecord } from '../records/wire.ts';
 import { ATTR, OPERATION, POSTBOX_ATTR } from './attributes.ts';
 import { creationLink } from './trace-context.ts';
 import { activeTraceparent, contextOf, messageAttributes, messagingAttributes, tracer, tracingOff } from './tracing.ts';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { check } from './check.ts';
-import type { ConsumerFacts, EffectFacts, Observation, OutboxFact, RecordFact } from './observation.ts';
+import type { ConsumerFacts, EffectFacts, Observation, OutboxFact, RecordFact } from '../records/observation.ts';
 import type { VerifyReport } from './report.ts';
 import type { Invariant } from './violations.ts';
 

@@ -1,12 +1,12 @@
 import { checkConsumer } from './invariants/consumer.ts';
 import { checkLog } from './invariants/log.ts';
 import { checkSagas } from './invariants/sagas.ts';
-import type { Observation } from './observation.ts';
+import type { Observation } from '../records/observation.ts';
 import { defaultCheckOptions, type CheckOptions } from './options.ts';
 import type { VerifyReport } from './report.ts';
 
 /**
- * The verifier's checks, pure over an Observation (observation.ts), at two levels after Jepsen's Kafka checks:
+ * The verifier's checks, pure over an Observation (records/observation.ts), at two levels after Jepsen's Kafka checks:
  * the log, outbox ↔ topic (invariants/log.ts), then each consumer: its events (invariants/consumer.ts) and its
  * side effects (invariants/effects.ts); and the sagas (invariants/sagas.ts). Every invariant is named in violations.ts; `ok` means none is violated.
  */

@@ -14,7 +14,7 @@ import {
 } from '../queries/verify-state.ts';
 import { sagaFacts } from '../queries/verify-sagas.ts';
 import { readEffects, type EffectSource } from './effect-source.ts';
-import type { ConsumerFacts, Observation, RecordFact } from './observation.ts';
+import type { ConsumerFacts, Observation, RecordFact } from '../records/observation.ts';
 
 /** A consumer to verify: its name (inbox, failures, ledger), group (committed offsets), topics and effects. */
 export interface VerifyConsumer {
@@ -34,7 +34,7 @@ export interface CollectDeps {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Collects an Observation (see observation.ts for why in this order): the log, then each group's committed
+ * Collects an Observation (see records/observation.ts for why in this order): the log, then each group's committed
  * offsets, then PostgreSQL in one read-only repeatable-read transaction. Holds one small fact per record and
  * per row: memory grows with the number of events observed.
  */

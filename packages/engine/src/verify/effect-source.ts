@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
-import type { EffectFacts } from './observation.ts';
+import type { EffectFacts } from '../records/observation.ts';
 
 /**
  * Where the verifier finds a consumer's side effects: a query over the consumer's own tables (only its handler

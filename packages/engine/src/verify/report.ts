@@ -1,5 +1,5 @@
 import type { CheckOptions } from './options.ts';
-import type { OutboxStatus } from './observation.ts';
+import type { OutboxStatus } from '../records/observation.ts';
 import type { Tally, Violation } from './violations.ts';
 
 /**

@@ -2,7 +2,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { redisConnection } from './redis-connection.ts';
 import { ConfigError } from '../../errors.ts';
-import { CHECK_NAMES, type CheckName } from '../../reconcile/options.ts';
+import { CHECK_NAMES, type CheckName } from '../../records/finding.ts';
 import type { Reconciler } from '../../reconcile/reconciler.ts';
 import type { CheckRunReport } from '../../reconcile/run.ts';
 import { type Logger, silentLogger } from '../../telemetry/logger.ts';

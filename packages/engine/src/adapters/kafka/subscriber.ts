@@ -8,6 +8,7 @@ import type {
   SubscriberSink,
   TopicPartition,
 } from '../../ports/subscriber.ts';
+import { Backpressure } from './backpressure.ts';
 import { fromKafkaHeaders } from './headers.ts';
 import {
   checkSubscriberTimings,
@@ -64,24 +65,10 @@ const REPLACE_MAX_MS = 30_000;
 const DEFAULT_FETCH_BYTES = 2.5 * 1024 * 1024;
 const DEFAULT_MAX_WAIT_MS = 50;
 
-/** The rest of a fetched batch the sink did not take (it was at its caps), handed over when it resumes. */
-interface HeldBatch {
-  topic: string;
-  partition: number;
-  messages: KafkaMessage[];
-}
-
 /**
  * Subscriber over a kafkajs consumer group. Offsets are never committed by kafkajs (autoCommit off, batches not
- * auto-resolved); `resolveOffset` only moves the fetch position.
- *
- * Backpressure without waste: when the sink stops taking a fetched batch midway (at its caps), the rest is held
- * here — at most one fetch response, `maxBytes` — its partition paused in kafkajs and the fetch position moved
- * past it; when the sink resumes the partition, the held records are offered first and the partition resumes
- * in kafkajs only once they are all taken. Resuming costs no fetch: kafkajs, with every partition paused, sleeps
- * `maxWaitTime` before it looks again, and a fetch answered while paused is thrown away after decoding, so a
- * consumer that paused and resumed at its caps spent much of its time waiting for records it had already
- * fetched (the consumer bench: 2.4× from a wider cap alone).
+ * auto-resolved); `resolveOffset` only moves the fetch position. Pause and resume hold the rest of a batch the sink
+ * did not take, so resuming costs no fetch (backpressure.ts).
  *
  * After a rebalance (or a member replaced) kafkajs fetches again from the committed offsets: held records are
  * dropped then, and the sink drops what it already has (records at or below its highest received offset).
@@ -98,9 +85,10 @@ export class KafkaSubscriber implements Subscriber {
   #replaceTimer: NodeJS.Timeout | null = null;
   #replacing: Promise<void> = Promise.resolve();
   #replaceDelayMs = REPLACE_MIN_MS;
-  /** Partitions the sink paused, and batch rests held per partition (both keep a partition paused in kafkajs). */
-  readonly #sinkPaused = new Set<string>();
-  readonly #held = new Map<string, HeldBatch>();
+  readonly #backpressure = new Backpressure(
+    () => this.#consumer,
+    (topic, partition, messages) => this.#offer(topic, partition, messages),
+  );
 
   /** @throws ConfigError for a size or timing that is not a whole number in range (subscriber-options.ts). */
   constructor(options: KafkaSubscriberOptions) {
@@ -136,7 +124,7 @@ export class KafkaSubscriber implements Subscriber {
       const assigned = Object.entries(assignment).flatMap(([topic, partitions]) =>
         partitions.map((partition) => ({ topic, partition })),
       );
-      this.#dropHeld(assigned);
+      this.#backpressure.dropHeld(assigned);
       this.#sink?.onAssignment(assigned);
     });
     consumer.on(consumer.events.CRASH, (event) => {
@@ -162,18 +150,11 @@ export class KafkaSubscriber implements Subscriber {
         partitionsConsumedConcurrently: 1,
         eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
           if (!isRunning() || isStale() || batch.messages.length === 0 || consumer !== this.#consumer) return;
-          const key = `${batch.topic}:${batch.partition}`;
           // Fetched before the pause took effect: left unresolved, fetched again once the partition resumes.
-          if (this.#held.has(key) || this.#sinkPaused.has(key)) return;
+          if (this.#backpressure.turnsAway(batch.topic, batch.partition)) return;
           const taken = this.#offer(batch.topic, batch.partition, batch.messages);
-          if (taken < batch.messages.length && this.#sink) {
-            this.#held.set(key, {
-              topic: batch.topic,
-              partition: batch.partition,
-              messages: batch.messages.slice(taken),
-            });
-            this.#applyPause(batch.topic, [batch.partition]);
-          }
+          if (taken < batch.messages.length && this.#sink)
+            this.#backpressure.hold(batch.topic, batch.partition, batch.messages.slice(taken));
           resolveOffset(batch.messages[batch.messages.length - 1]!.offset);
           await heartbeat();
         },
@@ -211,7 +192,7 @@ export class KafkaSubscriber implements Subscriber {
   /** The member left the group (everything it had is revoked); a new one joins after a growing pause. */
   #replaceLater(): void {
     if (this.#replaceTimer || this.#closed) return;
-    this.#dropHeld([]);
+    this.#backpressure.dropHeld([]);
     this.#sink?.onAssignment([]);
     const delay = this.#replaceDelayMs;
     this.#replaceDelayMs = Math.min(REPLACE_MAX_MS, delay * 2);
@@ -250,56 +231,14 @@ export class KafkaSubscriber implements Subscriber {
     }
   }
 
-  // Between a crash and the member's restart kafkajs has no group to pause and throws; nothing is fetched then,
-  // and the caller pauses again on the next assignment.
+  /** Stops handing the partitions' records over until resume(); see Backpressure. */
   pause(partitions: TopicPartition[]): void {
-    for (const p of partitions) this.#sinkPaused.add(`${p.topic}:${p.partition}`);
-    for (const [topic, list] of byTopic(partitions)) this.#applyPause(topic, list);
+    this.#backpressure.pause(partitions);
   }
 
-  /**
-   * Held records first: each resumed partition's rest is offered until the sink stops taking (it may pause
-   * again meanwhile); a partition resumes in kafkajs once nothing of it is held and the sink has not paused it.
-   */
+  /** Held records first, then fetching again; see Backpressure. */
   resume(partitions: TopicPartition[]): void {
-    for (const p of partitions) this.#sinkPaused.delete(`${p.topic}:${p.partition}`);
-    for (const p of partitions) {
-      const key = `${p.topic}:${p.partition}`;
-      const held = this.#held.get(key);
-      if (held && !this.#sinkPaused.has(key)) {
-        const taken = this.#offer(held.topic, held.partition, held.messages);
-        if (taken >= held.messages.length) this.#held.delete(key);
-        else held.messages = held.messages.slice(taken);
-      }
-    }
-    // Decided after the offers, which may have paused the sink again: a partition resumed in kafkajs while this
-    // side turns its batches away would be fetched, decoded and dropped in a loop.
-    const fetchAgain = partitions.filter((p) => {
-      const key = `${p.topic}:${p.partition}`;
-      return !this.#held.has(key) && !this.#sinkPaused.has(key);
-    });
-    for (const [topic, list] of byTopic(fetchAgain))
-      ignoreNotRunning(() => this.#consumer.resume([{ topic, partitions: list }]));
-  }
-
-  #applyPause(topic: string, partitions: number[]): void {
-    ignoreNotRunning(() => this.#consumer.pause([{ topic, partitions }]));
-  }
-
-  /**
-   * A new assignment: kafkajs fetches again from the committed offsets, so what was held is dropped, and its
-   * partitions resume in kafkajs (pauses outlive a rebalance there) unless the sink paused them. The sink's
-   * pauses of partitions no longer assigned are forgotten: it pauses its new assignment again itself.
-   */
-  #dropHeld(assigned: TopicPartition[]): void {
-    const now = new Set(assigned.map((p) => `${p.topic}:${p.partition}`));
-    for (const key of this.#sinkPaused) if (!now.has(key)) this.#sinkPaused.delete(key);
-    const release = [...this.#held.entries()]
-      .filter(([key]) => !this.#sinkPaused.has(key))
-      .map(([, h]) => ({ topic: h.topic, partition: h.partition }));
-    this.#held.clear();
-    for (const [topic, list] of byTopic(release))
-      ignoreNotRunning(() => this.#consumer.resume([{ topic, partitions: list }]));
+    this.#backpressure.resume(partitions);
   }
 
   lag(): Promise<PartitionLag[]> {
@@ -345,18 +284,4 @@ export class KafkaSubscriber implements Subscriber {
     })();
     return this.#closed;
   }
-}
-
-function ignoreNotRunning(call: () => void): void {
-  try {
-    call();
-  } catch (cause) {
-    if (!/not initialized|consumer#run must be called/i.test((cause as Error).message)) throw cause;
-  }
-}
-
-function byTopic(partitions: TopicPartition[]): Map<string, number[]> {
-  const map = new Map<string, number[]>();
-  for (const p of partitions) map.set(p.topic, [...(map.get(p.topic) ?? []), p.partition]);
-  return map;
 }

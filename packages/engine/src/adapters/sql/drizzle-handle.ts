@@ -1,6 +1,6 @@
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type { Tx } from '../../db/connect.ts';
-import { bindTransaction } from './bound-transaction.ts';
+import { bindTransaction } from '../../db/bound-transaction.ts';
 import { pgClient } from './pg-client.ts';
 
 /**

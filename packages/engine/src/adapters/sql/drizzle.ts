@@ -1,8 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
-import { boundTransaction } from './bound-transaction.ts';
-import { onTransaction } from './postgres-js.ts';
+import { boundTransaction } from '../../db/bound-transaction.ts';
+import { onTransaction } from '../../db/postgres-js.ts';
 
 const ENTITY_KIND = Symbol.for('drizzle:entityKind');
 

@@ -1,6 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import type { Tx } from '../../db/connect.ts';
-import { bindTransaction } from './bound-transaction.ts';
+import { bindTransaction } from '../../db/bound-transaction.ts';
 import { pgClient } from './pg-client.ts';
 
 /**

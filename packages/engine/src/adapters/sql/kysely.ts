@@ -1,8 +1,8 @@
 import { CompiledQuery, type QueryResult } from 'kysely';
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
-import { boundTransaction } from './bound-transaction.ts';
-import { onTransaction } from './postgres-js.ts';
+import { boundTransaction } from '../../db/bound-transaction.ts';
+import { onTransaction } from '../../db/postgres-js.ts';
 
 /**
  * A Kysely transaction (the `trx` of `db.transaction().execute(…)`, or of `startTransaction()`) as an executor.

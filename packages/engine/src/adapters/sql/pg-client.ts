@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { ConfigError } from '../../errors.ts';
-import { bindTransaction } from './bound-transaction.ts';
+import { bindTransaction } from '../../db/bound-transaction.ts';
 
 /** A query as node-postgres takes it: text and values, or a config object. */
 export interface PgQueryConfig {

@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { PrismaPg } from '@prisma/adapter-pg';
 import type { Tx } from '../../db/connect.ts';
 import { ConfigError } from '../../errors.ts';
-import { bindTransaction } from './bound-transaction.ts';
+import { bindTransaction } from '../../db/bound-transaction.ts';
 import { pgClient } from './pg-client.ts';
 
 /** What a PrismaBinding needs of the user's PrismaClient: its interactive transaction. */

@@ -1,7 +1,7 @@
 import { NotInTransactionError } from '../../errors.ts';
 import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
-import { boundTransaction } from './bound-transaction.ts';
-import { onTransaction } from './postgres-js.ts';
+import { boundTransaction } from '../../db/bound-transaction.ts';
+import { onTransaction } from '../../db/postgres-js.ts';
 
 /** What Postbox needs of a Prisma client: no import of @prisma/client itself. */
 export interface PrismaTransactionLike {

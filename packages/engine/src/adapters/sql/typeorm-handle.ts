@@ -1,6 +1,6 @@
 import type { Tx } from '../../db/connect.ts';
 import { ConfigError } from '../../errors.ts';
-import { bindTransaction } from './bound-transaction.ts';
+import { bindTransaction } from '../../db/bound-transaction.ts';
 import { pgClient, type PgQueryConfig } from './pg-client.ts';
 
 /** What typeormFor needs of a TypeORM DataSource (PostgreSQL): no import of typeorm itself. */

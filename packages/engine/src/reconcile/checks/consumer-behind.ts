@@ -9,7 +9,7 @@ import {
 } from '../../queries/reconcile-consumer.ts';
 import { type OutboxFact, outboxRowsAt } from '../../queries/reconcile-outbox.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 import { versionOf } from '../source.ts';
 import { consumersOf, pageThrough } from './support.ts';
 

@@ -2,7 +2,7 @@ import { republish } from '../../control/republish.ts';
 import { NotFoundError } from '../../errors.ts';
 import { type OutboxFact, outboxRowAt, outboxRowsAt } from '../../queries/reconcile-outbox.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 import { type ReconcileSource, versionOf } from '../source.ts';
 import { findSource, pageThrough, transact } from './support.ts';
 

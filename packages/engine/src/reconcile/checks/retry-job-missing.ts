@@ -6,7 +6,7 @@ import {
   scheduledRetry,
 } from '../../queries/reconcile-retry.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 
 /** A page of scheduled ledger rows and whether each has a live alarm (delayed, waiting or running) in Redis. */
 export interface RetryJobFacts {

@@ -1,7 +1,7 @@
 import { overdueSagas, type SagaTimerFact, sagaMoves } from '../../queries/reconcile-sagas.ts';
-import { TERMINAL } from '../../saga/state.ts';
+import { TERMINAL } from '../../records/saga-state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 
 /**
  * saga-overdue — an operator sees a frozen saga within the SLA, and sagas end by their deadline: a saga in

@@ -1,8 +1,8 @@
 import { ActionRefusedError } from '../../errors.ts';
 import { type SagaStepsFact, sagaMoves, sagaSteps, sagaStepsOf } from '../../queries/reconcile-sagas.ts';
-import { TERMINAL } from '../../saga/state.ts';
+import { TERMINAL } from '../../records/saga-state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 import { type ParticipantRecords, recordsStep } from '../source.ts';
 import { transact } from './support.ts';
 

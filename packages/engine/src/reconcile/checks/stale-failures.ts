@@ -7,7 +7,7 @@ import {
   parkedGapsBefore,
 } from '../../queries/reconcile-failures.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 import { consumerPositions } from '../../queries/reconcile-consumer.ts';
 import { republishRange } from './consumer-behind.ts';
 

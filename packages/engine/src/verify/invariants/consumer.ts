@@ -7,7 +7,7 @@ import {
   type Observation,
   type OutboxFact,
   type RecordFact,
-} from '../observation.ts';
+} from '../../records/observation.ts';
 import type { ConsumerReport, EventState } from '../report.ts';
 import { add, breached, tally, unsettled, type Checked, type Tally, type Violation } from '../violations.ts';
 import { checkEffects, effectViolations } from './effects.ts';

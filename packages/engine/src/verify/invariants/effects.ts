@@ -1,4 +1,4 @@
-import type { EffectFacts } from '../observation.ts';
+import type { EffectFacts } from '../../records/observation.ts';
 import type { ConsumerReport, EventState } from '../report.ts';
 import { add, breached, tally, type Tally, type Violation } from '../violations.ts';
 

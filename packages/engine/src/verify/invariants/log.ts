@@ -6,7 +6,7 @@ import {
   type OutboxFact,
   type OutboxStatus,
   type RecordFact,
-} from '../observation.ts';
+} from '../../records/observation.ts';
 import type { LogReport } from '../report.ts';
 import { add, breached, tally, unsettled, type Checked, type Tally, type Violation } from '../violations.ts';
 

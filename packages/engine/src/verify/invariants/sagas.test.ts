@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { SagaFacts } from '../observation.ts';
+import type { SagaFacts } from '../../records/observation.ts';
 import { defaultCheckOptions } from '../options.ts';
 import { checkSagas } from './sagas.ts';
 

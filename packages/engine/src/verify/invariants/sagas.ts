@@ -1,4 +1,4 @@
-import type { SagaFacts } from '../observation.ts';
+import type { SagaFacts } from '../../records/observation.ts';
 import type { CheckOptions } from '../options.ts';
 import type { SagaReport } from '../report.ts';
 import { add, breached, type Checked, tally, unsettled } from '../violations.ts';

@@ -7,8 +7,8 @@ import {
   storeSealedFailure,
   storeSealedRecord,
 } from '../queries/payload-rotation.ts';
-import type { PayloadKeyRing } from './payload-keys.ts';
-import { openFailure, openRecord, sealFailure, sealRecord } from './row-seal.ts';
+import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
+import { openFailure, openRecord, sealFailure, sealRecord } from '../crypto/row-seal.ts';
 
 export interface RotationProgress {
   table: 'message_failure' | 'message_retry';

@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
-import { NotInTransactionError } from '../../errors.ts';
-import type { SqlExecutor, SqlParam } from '../../ports/sql-executor.ts';
+import { NotInTransactionError } from '../errors.ts';
+import type { SqlExecutor, SqlParam } from '../ports/sql-executor.ts';
 
 /**
  * A postgres.js transaction (the `tx` of `sql.begin`, or a savepoint of one) as an executor. The pool and a

@@ -1,4 +1,4 @@
-import type { Tx } from '../../db/connect.ts';
+import type { Tx } from './connect.ts';
 
 /**
  * Which handles were made on which consumer handler's transaction. A WeakMap rather than a property on the

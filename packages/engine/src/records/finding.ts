@@ -38,3 +38,16 @@ export interface StoredFinding {
   lastSeenAt: Date;
   closedAt: Date | null;
 }
+
+/** The checks Postbox runs, one file each under reconcile/checks/. */
+export const CHECK_NAMES = [
+  'outbox-missing',
+  'consumer-behind',
+  'retry-job-missing',
+  'saga-timer-unfired',
+  'saga-overdue',
+  'saga-step-mismatch',
+  'stale-failures',
+] as const;
+
+export type CheckName = (typeof CHECK_NAMES)[number];
