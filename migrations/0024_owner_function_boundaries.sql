@@ -8,8 +8,9 @@
 --   message_outbox (TG_RELID), so not even the owner can point it elsewhere.
 -- - postbox_premake let its caller choose the period (up to a year): a narrow role could make ~1000 year-long
 --   partitions, leaving retention nothing to drop and every claim probing them all. The period is now the
---   table's own, read from its newest bounded partition (a day when it has none yet: 0017's first period); only
---   the owner, who may call postbox_premake_partitions, chooses another. The 3-argument form stays for processes
+--   table's own, read from its newest bounded partition (a day when it has none yet: 0017's first period), and
+--   a narrow role makes at most 100 of them and none past 92 days; only the owner, who may call
+--   postbox_premake_partitions, chooses another period or horizon. The 3-argument form stays for processes
 --   of the previous version during a rolling upgrade and ignores the period it is given.
 
 CREATE OR REPLACE FUNCTION postbox_outbox_key_insert() RETURNS trigger
@@ -57,21 +58,25 @@ REVOKE EXECUTE ON FUNCTION postbox_outbox_key_insert() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION postbox_outbox_key_delete() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION postbox_outbox_key_truncate() FROM PUBLIC;
 
--- The period of a table's partitions: the width of its newest bounded one, a day when there is none yet.
+-- The period of a table's partitions: the width of its newest bounded one, a day when there is none yet — in
+-- seconds: a difference of timestamps comes back in days, and a day added to a timestamp follows the session's
+-- time zone across a DST change, which a caller could choose (SET TimeZone) to make 23 or 25 h partitions.
 CREATE FUNCTION postbox_partition_period(parent regclass) RETURNS interval
     LANGUAGE sql STABLE
 AS $$
-    SELECT coalesce(
-        (SELECT postbox_uuid_time(p.range_to) - postbox_uuid_time(p.range_from)
+    SELECT make_interval(secs => coalesce(
+        (SELECT extract(epoch FROM postbox_uuid_time(p.range_to)) - extract(epoch FROM postbox_uuid_time(p.range_from))
          FROM postbox_partitions(parent) p
          WHERE p.range_from IS NOT NULL AND p.range_to IS NOT NULL
          ORDER BY p.range_to DESC LIMIT 1),
-        interval '1 day')
+        86400))
 $$;
 
 CREATE FUNCTION postbox_premake(tbl text, ahead integer) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
 AS $$
+DECLARE
+    period interval;
 BEGIN
     IF tbl NOT IN ('message_outbox', 'message_inbox') THEN
         RAISE EXCEPTION 'postbox_premake makes partitions of message_outbox and message_inbox only, not %', tbl
@@ -80,7 +85,12 @@ BEGIN
     IF ahead IS NULL OR ahead < 1 OR ahead > 1000 THEN
         RAISE EXCEPTION 'postbox_premake makes 1 to 1000 partitions ahead, not %', ahead USING ERRCODE = '22023';
     END IF;
-    RETURN postbox_premake_partitions(tbl::regclass, postbox_partition_period(tbl::regclass), ahead);
+    period := postbox_partition_period(tbl::regclass);
+    -- A narrow role makes at most 100 partitions ahead, and none past 92 days from now: more is a configuration
+    -- no retention window needs, and each one is a partition every claim on the table plans for.
+    RETURN postbox_premake_partitions(
+        tbl::regclass, period,
+        least(ahead, 100, greatest(1, floor(extract(epoch FROM interval '92 days') / extract(epoch FROM period))::integer)));
 END
 $$;
 REVOKE EXECUTE ON FUNCTION postbox_premake(text, integer) FROM PUBLIC;

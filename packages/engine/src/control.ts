@@ -7,6 +7,7 @@ export {
   type TopicBacklog,
 } from './control/backlog.ts';
 export { outboxBacklog } from './queries/outbox-backlog.ts';
+export { outboxByTopic } from './queries/control-counts.ts';
 export { eventStatus, type ConsumerEventStatus, type EventStatus } from './control/event-status.ts';
 export type { OutboxEventRow } from './queries/event-status.ts';
 export { skipEvent, type SkipResult } from './control/skip-event.ts';
@@ -32,5 +33,5 @@ export {
   type RotationOptions,
   type RotationProgress,
   type RotationResult,
-} from './crypto/rotate.ts';
+} from './control/key-rotation.ts';
 export { payloadKeyUsage } from './queries/payload-rotation.ts';

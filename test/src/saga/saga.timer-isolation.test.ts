@@ -155,3 +155,31 @@ test('reconciler timer repair: the bad saga is frozen (manual), the pass goes on
   const findings = await listFindings(db.sql, { check: 'saga-timer-unfired' }, 10, null);
   assert.equal(findings.find((f) => f.key === bad)!.status, 'manual');
 });
+
+test("timer runner: a permanent failure that is not the saga's own (a refused write) defers it, never freezes it", async () => {
+  await db.sql`DELETE FROM saga_history`;
+  await db.sql`DELETE FROM saga_instance`;
+  const t0 = Date.now() - 30_000;
+  const [one, two] = await start([{ key: 'p-1' }, { key: 'p-2' }], t0);
+  // What a deploy's missing grant looks like to every saga: the command the transition sends is refused (42501).
+  await db.sql.unsafe(`
+    CREATE FUNCTION test_refuse_command() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'test: permission denied for table message_outbox' USING ERRCODE = '42501';
+    END $$;
+    CREATE TRIGGER test_refuse_command BEFORE INSERT ON message_outbox
+      FOR EACH STATEMENT EXECUTE FUNCTION test_refuse_command();`);
+  try {
+    await new SagaTimerRunner(db.sql, sagas, { batch: 10 }).fireDue(t0 + 5000).catch(() => {});
+    for (const id of [one!, two!]) {
+      const s = (await readSaga(db.sql, id))!;
+      assert.deepEqual([s.status, s.attentionReason], ['running', null], `saga ${id} is not frozen for a grant`);
+      assert.ok(s.dueAt! > new Date(t0 + 5000 - 1), `saga ${id}'s timer is pushed back`);
+    }
+  } finally {
+    await db.sql.unsafe('DROP TRIGGER test_refuse_command ON message_outbox; DROP FUNCTION test_refuse_command()');
+  }
+  // The grant back, every saga goes on.
+  await new SagaTimerRunner(db.sql, sagas).fireDue(t0 + 5000 + 200_000);
+  assert.deepEqual(await statuses([one!, two!]), ['resolving', 'resolving']);
+});

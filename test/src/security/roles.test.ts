@@ -103,7 +103,7 @@ test('postbox migrate --roles is idempotent and prints the grants matrix the cat
   assert.deepEqual(rows.get('relay_lane'), ['-', 'SU', '-', 'S', 'S']);
   assert.deepEqual(rows.get('message_inbox'), ['-', '-', 'SIUD', 'SID', 'SID']);
   assert.deepEqual(rows.get('message_failure'), ['-', '-', 'SIU', 'SU', 'SU']);
-  assert.deepEqual(rows.get('message_outbox_key'), ['-', '-', '-', 'S', 'S']);
+  assert.deepEqual(rows.get('message_outbox_key'), ['-', '-', 'S', 'S', 'S']);
   assert.ok(rows.size >= 26, `a row per Postbox table: ${[...rows.keys()].join(', ')}`);
 });
 
@@ -250,6 +250,27 @@ test("a narrow role cannot choose the partition period: the table's own period i
   const [made] = await relay<{ n: number }[]>`SELECT postbox_premake('message_outbox', 20) AS n`;
   assert.ok(made!.n >= 1, "the relay made partitions ahead in the table's period");
   assert.deepEqual(await widths(), [2]);
+  // As many as it likes: at most 100 ahead for a narrow role.
+  const ahead = async () => {
+    const [row] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM postbox_partitions('message_outbox'::regclass)
+      WHERE range_from IS NOT NULL AND postbox_uuid_time(range_from) > now()`;
+    return row!.n;
+  };
+  for (let i = 0; i < 4; i++) await relay`SELECT postbox_premake('message_outbox', 1000)`;
+  assert.ok((await ahead()) <= 101, `at most 100 partitions ahead: ${await ahead()}`);
+  // The period is seconds, not days: a day added across a DST change in the caller's time zone stays 24 h.
+  await shortPartitions(db.sql, 86_400, 2);
+  const reserved = await relay.reserve();
+  try {
+    await reserved`SET TimeZone = 'America/New_York'`;
+    const [dst] = await reserved<{ hours: string }[]>`
+      SELECT extract(epoch FROM ('2026-03-08 00:00'::timestamptz + postbox_partition_period('message_outbox'))
+                               - '2026-03-08 00:00'::timestamptz) / 3600 AS hours`;
+    assert.equal(Number(dst!.hours), 24, 'a day partition is 24 h in any time zone');
+  } finally {
+    reserved.release();
+  }
 });
 
 test('postbox migrate --roles refuses a Postbox role that already exists with powers it must not have', async () => {
@@ -260,6 +281,15 @@ test('postbox migrate --roles refuses a Postbox role that already exists with po
       'GRANT pg_write_all_data TO postbox_consumer',
       'REVOKE pg_write_all_data FROM postbox_consumer',
       /postbox_consumer.*pg_write_all_data/,
+    ],
+    // A superuser two grants away, through a role that looks harmless.
+    [
+      `CREATE ROLE pbx_admin_${suffix} SUPERUSER NOLOGIN; CREATE ROLE pbx_mid_${suffix} NOLOGIN IN ROLE pbx_admin_${suffix};
+       GRANT pbx_mid_${suffix} TO postbox_relay`,
+      `REVOKE pbx_mid_${suffix} FROM postbox_relay; DROP ROLE pbx_mid_${suffix}; DROP ROLE pbx_admin_${suffix}`,
+      new RegExp(
+        `postbox_relay \\(member of pbx_admin_${suffix} through pbx_mid_${suffix}\\).*REVOKE "pbx_mid_${suffix}" FROM "postbox_relay"`,
+      ),
     ],
   ] as const) {
     await db.sql.unsafe(grant);

@@ -14,7 +14,7 @@ import {
   type KafkaPrincipals,
   type Sql,
 } from '@postbox/engine';
-import { listConsumers } from '@postbox/engine/control';
+import { listConsumers, outboxByTopic } from '@postbox/engine/control';
 import { syncKafkaAcls } from '@postbox/engine/kafka';
 import type { PostboxConfig } from '../config/env.ts';
 import { resolveConsumers } from './consume-command.ts';
@@ -33,6 +33,9 @@ export async function brokerScope(sql: Sql, config: PostboxConfig, modules: stri
     consumers.set(d.name, { name: d.name, groupId: d.groupId, topics: [...d.topics] });
   const relayTopics = new Set(config.topics.map((t) => t.topic));
   for (const c of consumers.values()) for (const t of c.topics) relayTopics.add(t);
+  // Topics with rows waiting now (a saga's participant registered in another database, say): read off the
+  // outbox's partial indexes only. A topic none of these names is not granted; put it in POSTBOX_TOPICS.
+  for (const t of await outboxByTopic(sql)) relayTopics.add(t.topic);
   return { relayTopics: [...relayTopics].sort(), consumers: [...consumers.values()] };
 }
 

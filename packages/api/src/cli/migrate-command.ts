@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import {
   applyRoles,
+  ConfigError,
   connect,
   DATABASE_ROLES,
   migrate,
@@ -84,7 +85,11 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       const statements = await applyRoles(sql);
       console.log(`roles: ${DATABASE_ROLES.join(', ')} — ${statements.length} statements, grants as in the matrix`);
     }
-    if (values.print || values['broker-acls']) {
+    if (values.print && !values['broker-acls'] && !(await brokerConfigured())) {
+      // A database-only install prints the database's side; the broker's needs its links.
+      await printGrants(sql);
+      console.log('\nbroker grants: set the broker links (KAFKA_BROKERS, or POSTBOX_BROKER and its URL) to print them');
+    } else if (values.print || values['broker-acls']) {
       const config = readConfig(await linkEnv());
       const scope = await brokerScope(sql, config, positionals);
       const grantees = { kafka: kafkaPrincipals(), users: brokerUsers() };
@@ -138,5 +143,16 @@ async function printGrants(sql: Sql): Promise<void> {
       ...(ROLE_FUNCTIONS[role] ?? []).map((f) => `EXECUTE ${f}`),
     ];
     console.log(`${role}: ${ROLE_PURPOSE[role]}${extra.length > 0 ? ` — also ${extra.join(', ')}` : ''}`);
+  }
+}
+
+/** Whether the environment names a broker (else --print leaves the broker side out instead of failing on it). */
+async function brokerConfigured(): Promise<boolean> {
+  try {
+    readConfig(await linkEnv());
+    return true;
+  } catch (cause) {
+    if (cause instanceof ConfigError) return false;
+    throw cause;
   }
 }

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { createWaker, type Sql } from '@postbox/engine';
 import { BullmqRetryScheduler, ReconcileSchedule } from '@postbox/engine/bullmq';
 import {
@@ -12,6 +13,8 @@ import {
   type StoredFinding,
 } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
+import { developmentStack } from './dev-stack.ts';
+import { parseTopics } from '../config/env.ts';
 import { linkEnv, requireLink } from '../config/links.ts';
 import { parseReconcileGrace, parseSagaModules } from '../config/api.ts';
 import { loadReconcileModules, parseReconcileModules } from '../reconcile/modules.ts';
@@ -100,8 +103,9 @@ export async function buildReconciler(
   schedulers: Map<string, RetryScheduler>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Reconciler> {
+  const named = parseReconcileModules(env.POSTBOX_RECONCILE_MODULES ?? '');
   const { sources, participants } = await loadReconcileModules(
-    parseReconcileModules(env.POSTBOX_RECONCILE_MODULES ?? ''),
+    named.length > 0 ? named : await demoReconcileModules(sql, env),
   );
   const sagas = await loadSagaOrchestrator(parseSagaModules(env.POSTBOX_SAGA_MODULES ?? ''));
   if (sagas) await registerSagaDefinitions(sql, sagas);
@@ -305,4 +309,20 @@ function number(value: string | undefined, fallback: number, name: string): numb
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a number > 0, got "${String(value)}"`);
   return n;
+}
+
+/**
+ * In a checkout of the repository whose database holds the demo's orders (`npm start` ran), the demo's sources
+ * when POSTBOX_RECONCILE_MODULES names none: a new user's first `npx postbox reconcile` checks the demo's business
+ * truth instead of skipping both checks. An installed Postbox never guesses.
+ */
+async function demoReconcileModules(sql: Sql, env: NodeJS.ProcessEnv): Promise<string[]> {
+  if (!(await developmentStack())) return [];
+  const [row] = await sql<{ demo: boolean }[]>`SELECT to_regclass('demo_order') IS NOT NULL AS demo`;
+  if (!row?.demo) return [];
+  const topic = parseTopics(env.POSTBOX_TOPICS ?? 'orders.events:12')[0]!.topic;
+  console.error(
+    `reconcile: the demo's sources (POSTBOX_RECONCILE_MODULES unset; the demo's orders are here, topic ${topic})`,
+  );
+  return [`${fileURLToPath(new URL('../demo/reconcile.ts', import.meta.url))}?topic=${encodeURIComponent(topic)}`];
 }

@@ -2,7 +2,7 @@ import { PostboxError } from '@postbox/engine';
 
 /**
  * The roles one command runs (relay, consumer, demo, control plane …), started as one unit: they start in
- * order, and if one fails — or a stop signal arrives while they start — the ones already started stop again,
+ * order (or side by side, `startedTogether`), and if one fails — or a stop signal arrives while they start — the ones already started stop again,
  * last started first (which is also the graceful stop order), so a failed start never leaves half a process
  * running against closed pools. Signals are handled in the command; this only reads the signal.
  */
@@ -47,6 +47,19 @@ export class RoleSet {
       }
     }
   }
+}
+
+/**
+ * Roles started side by side (each through RoleSet.start): waits until every one has started or failed — so each
+ * one that started is recorded, and stops with the others — then throws the first failure, or returns them all.
+ */
+export async function startedTogether<const T extends readonly unknown[]>(
+  starts: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 /** A stop signal arrived while the roles were starting. */

@@ -4,7 +4,7 @@ import { outboxBacklog } from '@postbox/engine/control';
 import type { Consumer } from '@postbox/engine/runtime';
 import { awaitTopics, startConsumer } from '@postbox/workers';
 import { readApiConfig } from '../config/api.ts';
-import { readConfig } from '../config/env.ts';
+import { type PostboxConfig, readConfig } from '../config/env.ts';
 import { brokerKind, linkEnv } from '../config/links.ts';
 import { enforceLinkSecurity } from '../config/link-security.ts';
 import { developmentStack } from './dev-stack.ts';
@@ -14,13 +14,14 @@ import { migrateDemo } from '../demo/migrate-demo.ts';
 import { demoProjectionConsumer } from '../demo/order-projection.ts';
 import { demoOrderSource, participants } from '../demo/reconcile.ts';
 import { fulfilmentTopicSpecs } from '../demo/saga/fulfilment-saga.ts';
-import { type FulfilmentDemo, startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
+import { fulfilmentConsumers } from '../demo/saga/consumers.ts';
+import { startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
 import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
 import { startPartitionRole } from './partition-role.ts';
-import { StartInterrupted } from './role-set.ts';
+import { StartInterrupted, startedTogether } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
@@ -65,10 +66,10 @@ export async function startCommand(argv: string[]): Promise<number> {
   const log = createLogger({ level: config.logLevel, name: 'postbox' });
   await using _telemetry = await startTelemetry('start', { log });
   const topic = config.topics[0]!.topic;
-  const sagas = config.demoRate > 0 && config.demoSagaRate > 0;
-  const sagaTopics = sagas ? fulfilmentTopicSpecs(config.demoSaga.prefix) : [];
-  // Started in this order and stopped in reverse: control plane, demo, relay (finishing its batches), the saga's
-  // timer runner and consumers, the projection consumer (committing offsets), then the demo's pool.
+  const newSagas = config.demoRate > 0 && config.demoSagaRate > 0;
+  // Order: the relay first (the outbox drains while the consumers join), then every consumer side by side; stopped
+  // in reverse: control plane, demo, the saga's timer runner and consumers, the projection consumer (committing
+  // offsets), the relay (finishing its in-flight batches), then the demo's pool.
   return runRoles(signal, log, async (roles) => {
     const sql = await roles.start(
       'database',
@@ -80,24 +81,37 @@ export async function startCommand(argv: string[]): Promise<number> {
       await migrateDemo(sql, (line) => console.log(`migrate: ${line}`));
     };
     await roles.start('migrations', migrations, async () => {});
+    // The saga's roles run while any saga is unfinished, even when no new one starts (POSTBOX_DEMO_SAGA_RATE=0):
+    // those in flight reach their end instead of waiting for the next run that starts sagas.
+    const sagas = newSagas || (await unfinishedSagas(sql)) > 0;
+    const sagaTopics = sagas ? fulfilmentTopicSpecs(config.demoSaga.prefix) : [];
     await startPartitionRole(roles, config, log);
     const topics = async () => {
       if (!(await awaitTopics({ broker: config.broker, topics: [...config.topics, ...sagaTopics], log, signal })))
         throw new StartInterrupted('topics');
     };
     await roles.start('topics', topics, async () => {});
-    const consumer = await roles.start(
-      'consumer',
-      () => startConsumer(demoProjectionConsumer(topic), consumerRuntime(config, log, false, sagaTopics)),
-      (c: Consumer) => c.stop(),
-    );
-    const fulfilment: FulfilmentDemo | null = sagas
-      ? await startFulfilmentRoles(roles, sql, config.demoSaga, consumerRuntime(config, log, false, sagaTopics), log)
-      : null;
     const relay = await roles.start(
       'relay',
       () => startRelayOrAbort(config, log, signal, sagaTopics),
       (r) => r.stop(),
+    );
+    const runtime = consumerRuntime(config, log, false, sagaTopics);
+    const groups = [
+      demoProjectionConsumer(topic).name,
+      ...(sagas ? fulfilmentConsumers(config.demoSaga).map((c) => c.name) : []),
+    ];
+    const [consumer, fulfilment] = await whileJoining(
+      groups,
+      config,
+      startedTogether([
+        roles.start(
+          'consumer',
+          () => startConsumer(demoProjectionConsumer(topic), runtime),
+          (c: Consumer) => c.stop(),
+        ),
+        sagas ? startFulfilmentRoles(roles, sql, config.demoSaga, runtime, log) : Promise.resolve(null),
+      ]),
     );
     const waker = createWaker(sql);
     const demo = await roles.start(
@@ -108,7 +122,9 @@ export async function startCommand(argv: string[]): Promise<number> {
               topic,
               ratePerSecond: config.demoRate,
               log,
-              ...(fulfilment ? { sagas: { ratePerSecond: config.demoSagaRate, start: fulfilment.start } } : {}),
+              ...(fulfilment && newSagas
+                ? { sagas: { ratePerSecond: config.demoSagaRate, start: fulfilment.start } }
+                : {}),
             })
           : null,
       async (d: DemoOrderService | null) => {
@@ -123,7 +139,9 @@ export async function startCommand(argv: string[]): Promise<number> {
     console.log(
       `postbox running: relay ${relay.relay.owner} (lanes ${relay.relay.stats().lanes.length}), demo orders → ${topic} at ${config.demoRate}/s → consumer ${consumer.definition.name}`,
     );
-    if (fulfilment) {
+    if (fulfilment && !newSagas)
+      console.log('demo sagas: none started (rate 0); the saga roles run until those in flight end');
+    if (fulfilment && newSagas) {
       const s = config.demoSaga;
       console.log(
         `demo sagas: ${fulfilment.definition.type} at ${config.demoSagaRate}/s (payments declined ${share(s.refusedPayments)}, replies lost ${share(s.lostReplies)}) → consumers ${fulfilment.consumers.map((c) => c.definition.name).join(', ')}`,
@@ -149,7 +167,7 @@ export async function startCommand(argv: string[]): Promise<number> {
       async (timer) => {
         clearInterval(timer);
         console.log(
-          'stopping: control plane, demo, then relay (finishing in-flight batches), then the saga timers and consumers (committing offsets)…',
+          'stopping: control plane, demo, the saga timers and consumers (committing offsets), then the relay (finishing in-flight batches)…',
         );
       },
     );
@@ -158,6 +176,32 @@ export async function startCommand(argv: string[]): Promise<number> {
     console.log('stopped cleanly; the stack keeps running (npm run stack -- down to stop it)');
     return code;
   });
+}
+
+/**
+ * Waits for the consumers to join their groups, and says so when it takes long: after a crash each group holds
+ * the dead members' partitions until their session ends.
+ */
+async function whileJoining<T>(groups: string[], config: PostboxConfig, joined: Promise<T>): Promise<T> {
+  const sessionMs = (config.broker.kind === 'kafka' ? config.kafkaSessionTimeoutMs : config.partitionLeaseMs) ?? 30_000;
+  const notice = setTimeout(
+    () =>
+      console.log(
+        `waiting for the consumer groups (${groups.join(', ')}) to hand over partitions still held by a previous run's members: up to ${Math.round(sessionMs / 1000)} s, their session timeout`,
+      ),
+    3000,
+  );
+  try {
+    return await joined;
+  } finally {
+    clearTimeout(notice);
+  }
+}
+
+/** Sagas not ended yet: running, resolving or compensating. */
+async function unfinishedSagas(sql: Sql): Promise<number> {
+  const { byStatus } = await sagaCounts(sql);
+  return byStatus.running + byStatus.resolving + byStatus.compensating;
 }
 
 /** The progress line's saga part: every status an operator watches, and closed ones once there are any. */

@@ -113,6 +113,8 @@ export const ROLE_GRANTS: Record<DatabaseRole, TableGrant[]> = {
   ],
   postbox_consumer: [
     ...ENQUEUE,
+    // A saga participant asks whether its reply to a repeated command is written already (saga-participation.ts).
+    { table: 'message_outbox_key', privileges: 'S' },
     { table: 'message_inbox', privileges: 'SIUD' },
     { table: 'consumer_aggregate_version', privileges: 'SIU' },
     { table: 'message_parked', privileges: 'SID' },

@@ -18,7 +18,8 @@ const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * privilege on the Postbox tables, the matrix's sequences and functions revoked, then granted again, in one transaction — running it twice changes
  * nothing, and a grant removed from the matrix is removed from the database. Needs CREATEROLE and ownership of the
  * tables (the role that ran `postbox migrate`). A Postbox role that already exists is checked first: one with
- * powers past its grants (SUPERUSER, BYPASSRLS, CREATEROLE, CREATEDB, REPLICATION, membership of the tables' owner or of a predefined all-data
+ * powers past its grants (SUPERUSER, BYPASSRLS, CREATEROLE, CREATEDB, REPLICATION, owning the tables; membership, direct or
+ * not, of the tables' owner, of a role with such an attribute, or of a predefined all-data
  * role) is refused with a ConfigError that names it, and nothing is changed. Returns the statements it ran.
  */
 export async function applyRoles(sql: Sql): Promise<string[]> {
@@ -96,32 +97,45 @@ export async function readRoleGrants(sql: Sql): Promise<RoleTableGrant[]> {
  * Locks: none.
  */
 async function refuseOverpoweredRoles(sql: Queryable): Promise<void> {
-  const rows = await sql<{ role: string; attributes: string[]; memberships: string[] }[]>`
+  const rows = await sql<
+    { role: string; attributes: string[]; owns: boolean; memberships: Array<{ through: string; power: string }> }[]
+  >`
+    WITH owner AS (SELECT c.relowner AS oid FROM pg_class c WHERE c.oid = to_regclass('message_outbox'))
     SELECT r.rolname AS role,
            array_remove(ARRAY[CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
                               CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
                               CASE WHEN r.rolreplication THEN 'REPLICATION' END], NULL) AS attributes,
-           array(SELECT m.rolname::text FROM pg_roles m
-                 WHERE m.oid <> r.oid AND pg_has_role(r.oid, m.oid, 'MEMBER')
-                   AND (m.rolname = ANY(${FORBIDDEN_MEMBERSHIPS as unknown as string[]}::text[])
-                        OR m.oid = (SELECT c.relowner FROM pg_class c WHERE c.oid = to_regclass('message_outbox')))
-                 ORDER BY 1) AS memberships
+           coalesce(r.oid = (SELECT oid FROM owner), false) AS owns,
+           coalesce((SELECT json_agg(DISTINCT jsonb_build_object('through', d.rolname, 'power', m.rolname))
+                     FROM pg_auth_members am
+                     JOIN pg_roles d ON d.oid = am.roleid
+                     JOIN pg_roles m ON pg_has_role(d.oid, m.oid, 'MEMBER')
+                     WHERE am.member = r.oid
+                       AND (m.rolname = ANY(${FORBIDDEN_MEMBERSHIPS as unknown as string[]}::text[])
+                            OR m.rolsuper OR m.rolbypassrls OR m.rolcreaterole OR m.rolcreatedb OR m.rolreplication
+                            OR m.oid = (SELECT oid FROM owner))), '[]') AS memberships
     FROM pg_roles r
     WHERE r.rolname = ANY(${DATABASE_ROLES as unknown as string[]}::text[])`;
   const problems = rows
-    .map((r) => ({ role: r.role, powers: [...r.attributes, ...r.memberships.map((m) => `member of ${m}`)] }))
+    .map((r) => ({
+      role: r.role,
+      powers: [
+        ...r.attributes.map((a) => ({ what: a, fix: `ALTER ROLE ${quote(r.role)} NO${a}` })),
+        ...(r.owns
+          ? [{ what: "owner of Postbox's tables", fix: `give the tables to another role (ALTER TABLE … OWNER TO …)` }]
+          : []),
+        ...r.memberships.map((m) => ({
+          what: m.through === m.power ? `member of ${m.power}` : `member of ${m.power} through ${m.through}`,
+          fix: `REVOKE ${quote(m.through)} FROM ${quote(r.role)}`,
+        })),
+      ],
+    }))
     .filter((r) => r.powers.length > 0);
   if (problems.length === 0) return;
-  const fixes = problems.flatMap(({ role, powers }) =>
-    powers.map((p) =>
-      p.startsWith('member of ')
-        ? `REVOKE ${quote(p.slice('member of '.length))} FROM ${quote(role)}`
-        : `ALTER ROLE ${quote(role)} NO${p}`,
-    ),
-  );
+  const fixes = [...new Set(problems.flatMap(({ powers }) => powers.map((p) => p.fix)))];
   throw new ConfigError(
     `postbox migrate --roles will not reuse roles with powers past their grants: ${problems
-      .map(({ role, powers }) => `${role} (${powers.join(', ')})`)
+      .map(({ role, powers }) => `${role} (${powers.map((p) => p.what).join(', ')})`)
       .join('; ')}. Remove them (${fixes.join('; ')}) or drop the role, then run it again`,
   );
 }

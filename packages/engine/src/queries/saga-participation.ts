@@ -64,10 +64,13 @@ export async function recordParticipation(
 /**
  * Whether a reply (an outbox event of the participant) was already written for one command: a repeated command
  * answered from the step record must not write its reply twice (the outbox's unique (aggregate, version)).
- * Parameters: the reply's aggregate and version. Returns: true when written. Locks: none.
+ * Parameters: the reply's aggregate and version. Returns: true when written. Locks: none (a
+ * writer of the same key waits on the registry's unique index in its own insert).
  */
 export async function replyWritten(sql: Queryable, aggregateId: string, version: number): Promise<boolean> {
+  // The outbox's (aggregate, version) registry (0016): its primary key is exactly this pair, where the partitioned
+  // outbox has no index on it; and the consumer role may read it (role-grants.ts), not the outbox's columns.
   const rows = await sql`
-    SELECT 1 FROM message_outbox WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version} LIMIT 1`;
+    SELECT 1 FROM message_outbox_key WHERE aggregate_id = ${aggregateId} AND aggregate_version = ${version}`;
   return rows.length === 1;
 }

@@ -6,7 +6,9 @@ import { lockSaga, saveSaga } from '../queries/saga-instance.ts';
 import { deferSagaTimer, lockTimerFailures } from '../queries/saga-timer.ts';
 import { type BackoffOptions, backoffDelayMs, defaultBackoff } from '../retry/backoff.ts';
 import { classify } from '../retry/classify.ts';
-import type { AttentionReason, SagaState } from './state.ts';
+import { EnvelopeTooLargeError, EnvelopeValidationError } from '../errors.ts';
+import { SagaTransitionError } from './errors.ts';
+import type { AttentionReason, SagaState } from '../records/saga-state.ts';
 
 /** What became of a saga whose timer transition failed. */
 export type TimerFailureOutcome =
@@ -57,10 +59,12 @@ export async function freezeSaga(
 /**
  * Isolates a saga whose timer transition threw (the transaction that tried it rolled back), in a transaction of
  * its own, so that the loop firing timers goes on with the next saga:
- * - a permanent failure (a definition function that throws, a command over the envelope limit) freezes it as
- *   needs_attention (transition_failed), the error in its history line: retrying would fail the same way;
- * - a transient or unknown one pushes its due_at back by the project's full-jitter backoff, growing with the
- *   failures counted since it last moved (an unknown commit is safe: the version fences a timer that did fire).
+ * - a failure of the saga's own (a definition function that throws, a command over the envelope limit) freezes
+ *   it as needs_attention (transition_failed), the error in its history line: retrying would fail the same way;
+ * - any other failure — transient, unknown, or permanent but not the saga's (a missing grant, a dropped table: a
+ *   deploy's fault that every saga would meet) — pushes its due_at back by the project's full-jitter backoff,
+ *   growing with the failures counted since it last moved, so that fixing the cause lets every saga go on (an
+ *   unknown commit is safe: the version fences a timer that did fire).
  * Throws only when these writes fail too (the database is away: the caller's loop backs off as a whole).
  */
 export async function isolateTimerFailure(
@@ -73,7 +77,7 @@ export async function isolateTimerFailure(
   const c = classify(cause);
   const detail = `${c.code}: ${(cause as Error)?.message ?? String(cause)}`;
   return (await sql.begin(async (tx): Promise<TimerFailureOutcome> => {
-    if (c.kind === 'permanent') {
+    if (c.kind === 'permanent' && isTheSagasOwn(cause)) {
       const frozen = await freezeSaga(tx, target.sagaId, target.version, 'transition_failed', detail);
       return frozen
         ? { outcome: 'frozen', reason: 'transition_failed', detail }
@@ -86,4 +90,13 @@ export async function isolateTimerFailure(
     await deferSagaTimer(tx, target.sagaId, target.version, dueAt);
     return { outcome: 'deferred', dueAt, detail };
   })) as TimerFailureOutcome;
+}
+
+/** Whether a failure is the saga's own: its definition threw, or what it asked to send is no valid envelope. */
+function isTheSagasOwn(cause: unknown): boolean {
+  return (
+    cause instanceof SagaTransitionError ||
+    cause instanceof EnvelopeTooLargeError ||
+    cause instanceof EnvelopeValidationError
+  );
 }

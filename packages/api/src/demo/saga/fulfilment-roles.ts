@@ -2,7 +2,7 @@ import type { Logger, Sql, Tx } from '@postbox/engine';
 import type { Consumer } from '@postbox/engine/runtime';
 import { type SagaDefinition, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
 import { type ConsumerRuntimeOptions, startConsumer } from '@postbox/workers';
-import type { RoleSet } from '../../cli/role-set.ts';
+import { type RoleSet, startedTogether } from '../../cli/role-set.ts';
 import { fulfilmentConsumers } from './consumers.ts';
 import { type FulfilmentData, fulfilmentSaga } from './fulfilment-saga.ts';
 import type { FulfilmentSettings } from './settings.ts';
@@ -17,8 +17,8 @@ export interface FulfilmentDemo {
 }
 
 /**
- * The demo saga's roles in a command: the three participant consumers and the reply consumer, then the timer
- * runner on `sql`. The RoleSet stops them in reverse — the timer runner first, the consumers after it — and all
+ * The demo saga's roles in a command: the three participant consumers and the reply consumer (side by side), then
+ * the timer runner on `sql`. The RoleSet stops them in reverse — the timer runner first, the consumers after it — and all
  * before the pool they were given. The consumers run inline: a few events a second do not pay for four more
  * worker pools on a small machine.
  */
@@ -38,16 +38,16 @@ export async function startFulfilmentRoles(
     () => orchestrator.register(sql),
     async () => {},
   );
-  const consumers: Consumer[] = [];
-  for (const consumer of fulfilmentConsumers(settings)) {
-    consumers.push(
-      await roles.start(
+  // Side by side: each joins its group, which after a crash waits out the dead member's session.
+  const consumers: Consumer[] = await startedTogether(
+    fulfilmentConsumers(settings).map((consumer) =>
+      roles.start(
         `consumer ${consumer.name}`,
         () => startConsumer(consumer, { ...runtime, inline: true }),
         (c: Consumer) => c.stop(),
       ),
-    );
-  }
+    ),
+  );
   await roles.start(
     'saga timer runner',
     async () => {

@@ -50,8 +50,9 @@ export async function syncKafkaAcls(
     const existingKeys = new Set(existing.map(entryKey));
     const extra = existing.filter((e) => !wantedKeys.has(entryKey(e)));
     const missing = wanted.filter((w) => !existingKeys.has(entryKey(w)));
-    if (extra.length > 0) await admin.deleteAcls({ filters: extra.map(exactFilter) });
+    // Created before the extra ones go: a grant that only changes shape is never missing for the running roles.
     if (missing.length > 0) await admin.createAcls({ acl: missing });
+    if (extra.length > 0) await admin.deleteAcls({ filters: extra.map(exactFilter) });
     return { created: missing.length, deleted: extra.length };
   } catch (cause) {
     throw classifyKafkaError(cause);

@@ -1,7 +1,7 @@
 import { sagaMoves, type SagaTimerFact, sagaTimerFact, unfiredSagaTimers } from '../../queries/reconcile-sagas.ts';
-import { TERMINAL } from '../../saga/state.ts';
+import { TERMINAL } from '../../records/saga-state.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome, ScanPage } from '../check.ts';
-import type { Finding, StoredFinding } from '../finding.ts';
+import type { Finding, StoredFinding } from '../../records/finding.ts';
 import { isolateTimerFailure } from '../../saga/timer-failure.ts';
 import { transact } from './support.ts';
 
@@ -68,6 +68,7 @@ async function repair(ctx: RepairContext, f: StoredFinding): Promise<RepairOutco
       if (ctx.dryRun) return { outcome: 'would_repair', action, detail: `${s.status}, due ${iso(s.due_at)}` };
       firing = { sagaId: s.saga_id, version: s.version };
       const fired = await sagas.onTimer(tx, s.saga_id, s.version, now);
+      firing = null; // what fails from here on is the repair's, not the saga's
       if (fired === 'stale') return { outcome: 'stale', detail: `saga ${s.saga_id} moved on before its timer fired` };
       const after = await sagaTimerFact(tx, s.saga_id);
       const auditId = await ctx.audit(tx, 'reconcile.fire_saga_timer', f, brief(s), brief(after!));
