@@ -17,7 +17,7 @@ export {
   HANDLER_CLIENTS,
   type HandlerClient,
 } from './consumer/definition.ts';
-export type { BatchHandler, BatchItem, Handler, HandlerContext } from './records/handler.ts';
+export type { BatchHandler, BatchItem, Handler, HandlerContext, HandlerWithBatch } from './records/handler.ts';
 export { siblingModule } from './consumer/sibling-module.ts';
 export { isSqlExecutor, type SqlExecutor, type SqlParam } from './ports/sql-executor.ts';
 export {

@@ -14,6 +14,7 @@ export { SagaTimerRunner, type SagaTimerOptions } from './saga/timer-runner.ts';
 export { SagaDefinitionMissingError, SagaTransitionError } from './saga/errors.ts';
 export { REPLY } from './saga/transition.ts';
 export {
+  SAGA_STATUSES,
   TERMINAL,
   type AttentionReason,
   type Direction,

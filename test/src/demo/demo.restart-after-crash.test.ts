@@ -86,7 +86,7 @@ test('after a kill -9, a start with no new sagas says what it waits on and ends 
   const out = second.output();
   assert.match(
     out,
-    /waiting for the consumer groups \(.*demo-order-projection.*\) to hand over partitions still held by a previous run's members: up to 12 s/,
+    /waiting for the consumer groups \(.*demo-order-projection.*\) to let this run.s members join: members of a previous run that did not stop cleanly hold their partitions until their session ends, up to 12 s here/,
   );
   assert.match(out, /demo sagas: none started \(rate 0\); the saga roles run until those in flight end/);
   const after = await sagaStatuses();

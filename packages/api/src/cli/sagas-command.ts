@@ -2,6 +2,7 @@ import { ActionRefusedError, NotFoundError, type Sql } from '@postbox/engine';
 import { insertAudit } from '@postbox/engine/control';
 import {
   listSagas,
+  SAGA_STATUSES,
   readSagaDetail,
   sagaByBusinessKey,
   sagaHistory,
@@ -47,15 +48,7 @@ names the modules exporting \`sagas\` (arrays of defineSaga results). Each actio
 to the audit log with --actor (default: POSTBOX_ACTOR, else the OS user) and --reason.
 Exit codes: 0 done, 1 refused or not found, 2 usage error.`;
 
-const STATUSES: readonly SagaStatus[] = [
-  'running',
-  'resolving',
-  'compensating',
-  'completed',
-  'compensated',
-  'needs_attention',
-  'closed_manually',
-];
+const STATUSES: readonly SagaStatus[] = SAGA_STATUSES;
 const ACTIONS = ['retry', 'resume', 'compensate', 'close', 'resolve', 'mark-compensated'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -16,7 +16,7 @@ import { demoOrderSource, participants } from '../demo/reconcile.ts';
 import { fulfilmentTopicSpecs } from '../demo/saga/fulfilment-saga.ts';
 import { fulfilmentConsumers } from '../demo/saga/consumers.ts';
 import { startFulfilmentRoles } from '../demo/saga/fulfilment-roles.ts';
-import { sagaCounts, type SagaCounts } from '@postbox/engine/saga';
+import { SAGA_STATUSES, sagaCounts, TERMINAL, type SagaCounts } from '@postbox/engine/saga';
 import { consumerRuntime } from './consume-command.ts';
 import { startRelayOrAbort } from './relay-command.ts';
 import { startControlPlaneRoles } from './control-plane-role.ts';
@@ -37,7 +37,8 @@ again and the command exits 1 with one line saying what failed.
 
 Environment: as for postbox relay, plus
   POSTBOX_DEMO_RATE              demo events/s, default 50; 0 = no demo traffic (and no sagas)
-  POSTBOX_DEMO_SAGA_RATE         fulfilment sagas/s among the placed orders, default 2; 0 = no sagas
+  POSTBOX_DEMO_SAGA_RATE         fulfilment sagas/s among the placed orders, default 2; 0 = no new sagas (the
+                                 saga's roles still run while any saga is unfinished)
   POSTBOX_DEMO_REFUSED_PAYMENTS  share of payments declined (the saga compensates), default 0.1
   POSTBOX_DEMO_LOST_REPLIES      share of step replies lost (the saga asks: resolving), default 0.05
   POSTBOX_DEMO_SAGA_PREFIX       prefix of the saga's topics and consumer groups, default demo
@@ -67,9 +68,9 @@ export async function startCommand(argv: string[]): Promise<number> {
   await using _telemetry = await startTelemetry('start', { log });
   const topic = config.topics[0]!.topic;
   const newSagas = config.demoRate > 0 && config.demoSagaRate > 0;
-  // Order: the relay first (the outbox drains while the consumers join), then every consumer side by side; stopped
-  // in reverse: control plane, demo, the saga's timer runner and consumers, the projection consumer (committing
-  // offsets), the relay (finishing its in-flight batches), then the demo's pool.
+  // Order: the relay (first, but for RabbitMQ), every consumer side by side, the saga's timer runner, the demo, the
+  // control plane; stopped in reverse: control plane, demo, timer runner, the consumers (committing offsets; among
+  // themselves in no fixed order), the relay (finishing its in-flight batches), then the demo's pool.
   return runRoles(signal, log, async (roles) => {
     const sql = await roles.start(
       'database',
@@ -91,11 +92,17 @@ export async function startCommand(argv: string[]): Promise<number> {
         throw new StartInterrupted('topics');
     };
     await roles.start('topics', topics, async () => {});
-    const relay = await roles.start(
-      'relay',
-      () => startRelayOrAbort(config, log, signal, sagaTopics),
-      (r) => r.stop(),
-    );
+    const startRelay = () =>
+      roles.start(
+        'relay',
+        () => startRelayOrAbort(config, log, signal, sagaTopics),
+        (r) => r.stop(),
+      );
+    // The relay first, so the outbox drains while the consumers join — except on RabbitMQ, which keeps no log: a
+    // message published before a group's queue exists reaches nobody (failed for good), and the consumers make
+    // their queues when they start.
+    const relayFirst = config.broker.kind !== 'rabbitmq';
+    const early = relayFirst ? await startRelay() : null;
     const runtime = consumerRuntime(config, log, false, sagaTopics);
     const groups = [
       demoProjectionConsumer(topic).name,
@@ -113,6 +120,7 @@ export async function startCommand(argv: string[]): Promise<number> {
         sagas ? startFulfilmentRoles(roles, sql, config.demoSaga, runtime, log) : Promise.resolve(null),
       ]),
     );
+    const relay = early ?? (await startRelay());
     const waker = createWaker(sql);
     const demo = await roles.start(
       'demo order service',
@@ -183,11 +191,12 @@ export async function startCommand(argv: string[]): Promise<number> {
  * the dead members' partitions until their session ends.
  */
 async function whileJoining<T>(groups: string[], config: PostboxConfig, joined: Promise<T>): Promise<T> {
-  const sessionMs = (config.broker.kind === 'kafka' ? config.kafkaSessionTimeoutMs : config.partitionLeaseMs) ?? 30_000;
+  const kafka = config.broker.kind === 'kafka';
+  const holdMs = (kafka ? config.kafkaSessionTimeoutMs : config.partitionLeaseMs) ?? (kafka ? 30_000 : 15_000);
   const notice = setTimeout(
     () =>
       console.log(
-        `waiting for the consumer groups (${groups.join(', ')}) to hand over partitions still held by a previous run's members: up to ${Math.round(sessionMs / 1000)} s, their session timeout`,
+        `waiting for the consumer groups (${groups.join(', ')}) to let this run's members join: members of a previous run that did not stop cleanly hold their partitions until their ${kafka ? 'session' : 'partition lease'} ends, up to ${Math.round(holdMs / 1000)} s here`,
       ),
     3000,
   );
@@ -198,10 +207,10 @@ async function whileJoining<T>(groups: string[], config: PostboxConfig, joined: 
   }
 }
 
-/** Sagas not ended yet: running, resolving or compensating. */
+/** Sagas not ended: live, or frozen for an operator (whose retry or resume needs the saga's roles running). */
 async function unfinishedSagas(sql: Sql): Promise<number> {
   const { byStatus } = await sagaCounts(sql);
-  return byStatus.running + byStatus.resolving + byStatus.compensating;
+  return SAGA_STATUSES.filter((s) => !TERMINAL.has(s)).reduce((n, s) => n + byStatus[s], 0);
 }
 
 /** The progress line's saga part: every status an operator watches, and closed ones once there are any. */

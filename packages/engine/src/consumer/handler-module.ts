@@ -1,7 +1,7 @@
 import type { Tx } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import type { TypeormDataSourceLike } from '../adapters/sql/typeorm-handle.ts';
-import type { BatchHandler, Handler, HandlerModule } from '../records/handler.ts';
+import type { BatchHandler, Handler, HandlerModule, HandlerWithBatch } from '../records/handler.ts';
 import type { HandlerClient } from './definition.ts';
 
 /** Loads a handler module (once per worker thread) and checks its shape; see loadHandlerModule. */
@@ -78,7 +78,7 @@ async function loadModule(url: string): Promise<{ module: Record<string, unknown
   const one = typeof module.default === 'function' ? (module.default as Handler) : null;
   if (module.handleBatch !== undefined && typeof module.handleBatch !== 'function')
     throw new ConfigError(`handler module ${url}: handleBatch must be a function: async (batch, tx) => void`);
-  const batch = (module.handleBatch as BatchHandler | undefined) ?? null;
+  const batch = (module.handleBatch as BatchHandler | undefined) ?? (one as HandlerWithBatch | null)?.batch ?? null;
   if (!one && !batch) {
     throw new ConfigError(
       `handler module ${url} must have a default export: async (event, tx, context) => void, or a handleBatch export: async (batch, tx) => void`,

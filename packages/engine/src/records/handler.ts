@@ -31,6 +31,13 @@ export interface BatchItem {
  */
 export type BatchHandler = (batch: readonly BatchItem[], tx: Tx) => Promise<void>;
 
+/**
+ * A handler that carries its own batch form, used when its module exports no `handleBatch`: a library handler
+ * whose batches need an order of their own (sagaReplyHandler locks a task's sagas in id order) keeps it however the
+ * module is written.
+ */
+export type HandlerWithBatch = Handler & { readonly batch?: BatchHandler };
+
 /** A loaded handler module: the per-event handler, and the batch handler when the module has one. */
 export interface HandlerModule {
   handler: Handler;

@@ -9,14 +9,18 @@
  * needs_attention freezes the saga (no command, no timer) with a reason, until an operator acts; closed_manually
  * is where an operator ends it. A refusal or a deadline after the pivot never compensates: needs_attention.
  */
-export type SagaStatus =
-  | 'running'
-  | 'resolving'
-  | 'compensating'
-  | 'completed'
-  | 'compensated'
-  | 'needs_attention'
-  | 'closed_manually';
+/** Every status a saga can be in, in the order an operator reads them (live first, then ended, then frozen). */
+export const SAGA_STATUSES = [
+  'running',
+  'resolving',
+  'compensating',
+  'completed',
+  'compensated',
+  'needs_attention',
+  'closed_manually',
+] as const;
+
+export type SagaStatus = (typeof SAGA_STATUSES)[number];
 
 export const TERMINAL: ReadonlySet<SagaStatus> = new Set(['completed', 'compensated', 'closed_manually']);
 

@@ -1,4 +1,4 @@
-import type { BatchHandler, Handler } from '../records/handler.ts';
+import type { BatchHandler, Handler, HandlerWithBatch } from '../records/handler.ts';
 import type { Envelope } from '../envelope/envelope.ts';
 import { recordIgnoredReply } from '../queries/saga-reply-ignored.ts';
 import { lockSagasInOrder } from '../queries/saga-timer.ts';
@@ -10,7 +10,12 @@ import type { Direction } from '../records/saga-state.ts';
  * the consumer's transaction (its inbox row absorbs a duplicate delivery). A reply that is malformed is recorded
  * and dropped; it never blocks the sagas behind it.
  */
-export function sagaReplyHandler(orchestrator: SagaOrchestrator): Handler {
+export function sagaReplyHandler(orchestrator: SagaOrchestrator): HandlerWithBatch {
+  const one = applyReply(orchestrator);
+  return Object.assign(one, { batch: inIdOrder(one) });
+}
+
+function applyReply(orchestrator: SagaOrchestrator): Handler {
   return async (event, tx) => {
     const x = (event as Envelope & { extensions?: Record<string, string> }).extensions ?? {};
     const sagaId = x[SAGA_EXTENSIONS.id];
@@ -42,13 +47,16 @@ export function sagaReplyHandler(orchestrator: SagaOrchestrator): Handler {
 }
 
 /**
- * The batch form of sagaReplyHandler, for the reply consumer's handler module (`export const handleBatch =
- * sagaReplyBatchHandler(orchestrator)` beside the default export): it locks every saga of the batch in saga-id
- * order first, then applies the replies one by one in the batch's order. Without it the batch's replies lock their
- * sagas in the order they come, and two batches holding the same sagas in different orders can deadlock.
+ * The batch form of sagaReplyHandler: it locks every saga of the batch in saga-id order first, then applies the
+ * replies one by one in the batch's order, so two batches holding the same sagas never deadlock. sagaReplyHandler
+ * carries it (a module exporting only `export default sagaReplyHandler(o)` gets it); a module that wraps the
+ * handler (as the demo's lost replies do) exports it as `handleBatch` itself.
  */
 export function sagaReplyBatchHandler(orchestrator: SagaOrchestrator): BatchHandler {
-  const one = sagaReplyHandler(orchestrator);
+  return inIdOrder(applyReply(orchestrator));
+}
+
+function inIdOrder(one: Handler): BatchHandler {
   return async (batch, tx) => {
     const ids = new Set<string>();
     for (const { event } of batch) {

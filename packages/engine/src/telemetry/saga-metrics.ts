@@ -1,6 +1,7 @@
 import { ValueType } from '@opentelemetry/api';
 import type { Queryable } from '../db/connect.ts';
 import { SAGA_GAUGE_REFRESH_MS, sagaGaugeFacts } from '../queries/saga-metrics.ts';
+import { SAGA_STATUSES } from '../records/saga-state.ts';
 import { POSTBOX_ATTR } from './attributes.ts';
 import { DatabaseGauges, defineInstruments } from './instruments.ts';
 
@@ -25,15 +26,6 @@ const instruments = defineInstruments((make) => ({
   ),
 }));
 
-const SAGA_STATUSES = [
-  'running',
-  'resolving',
-  'compensating',
-  'completed',
-  'compensated',
-  'needs_attention',
-  'closed_manually',
-] as const;
 const sagaGauges = new DatabaseGauges(
   instruments,
   (m) => [m.sagas, m.sagaOldestRunning, m.sagaTimeToEnd],

@@ -1,6 +1,7 @@
 import type { Sql } from '@postbox/engine';
 import {
   listSagas,
+  SAGA_STATUSES,
   readSagaDetail,
   sagaByBusinessKey,
   sagaHistory,
@@ -21,15 +22,7 @@ import { keysetPage } from '../connection.ts';
 import { decodeCursor, invalid, MAX_PAGE, pageSize, requiredText, text, uuid } from '../validate.ts';
 
 export const SagaStatusEnum = builder.enumType('SagaStatus', {
-  values: upper<SagaStatus>()([
-    'running',
-    'resolving',
-    'compensating',
-    'completed',
-    'compensated',
-    'needs_attention',
-    'closed_manually',
-  ]),
+  values: upper<SagaStatus>()(SAGA_STATUSES),
 });
 const SagaDirectionEnum = builder.enumType('SagaDirection', {
   description: 'Which command of the step is out: the step itself, the question whether it applied, or its undoing',
