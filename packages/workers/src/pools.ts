@@ -15,15 +15,15 @@ export interface PublishPoolOptions extends Omit<PublishWorkerData, 'databasePoo
 
 /**
  * Old-generation MiB of a relay thread: a cycle holds at most maxBatchBytes (8 MiB) of events, a few copies of it
- * while they are encoded and sent; a larger bound only let garbage stay resident (backlog bench).
+ * while they are encoded and sent; a larger bound only lets garbage stay resident (backlog bench).
  */
 const RELAY_THREAD_HEAP_MB = 128;
 
 /**
  * A LaneExecutor backed by a fixed piscina pool; each thread owns a publisher and a small PostgreSQL pool.
  * The relay keeps `maxInFlight` cycles going; the threads share them, several at once on one thread, as the main
- * thread runs them when there is no pool. One cycle per thread serialised claim → publish → mark behind each
- * other: one pool thread relayed 0.6× what the main thread did on every broker (bench/RESULTS.md, 2026-12-06).
+ * thread runs them when there is no pool. One cycle per thread would serialise claim → publish → mark behind each
+ * other: one pool thread relays 0.6× what the main thread does on every broker (bench/RESULTS.md, 2026-12-06).
  */
 export function createPublishPool(options: PublishPoolOptions): LaneExecutor {
   const threads = options.threads ?? 2;

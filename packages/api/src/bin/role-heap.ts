@@ -1,6 +1,6 @@
 // The main thread's heap bound for the long-running roles. V8 sizes a heap from the machine's memory and collects
-// lazily up to there, so a busy relay or consumer held hundreds of MiB of garbage (docs/operations.md, *Memory*);
-// V8 takes the bound only at process start, so the `postbox` command restarts itself with it, in place.
+// lazily up to there, so an unbounded busy relay or consumer holds hundreds of MiB of garbage (docs/operations.md,
+// *Memory*); V8 takes the bound only at process start, so the `postbox` command restarts itself with it, in place.
 // Imports nothing of the engine: this runs before the process image that does the work is started.
 
 /** The roles that run for days and are started once per process: `postbox relay`, `postbox consume`. */

@@ -196,7 +196,7 @@ export class Consumer {
 
   /**
    * Pumps once the subscriber has handed over every partition of the fetch response it is delivering (its
-   * batches come one partition at a time, in one turn of the event loop): pumping at each partition started a
+   * batches come one partition at a time, in one turn of the event loop): pumping at each partition would start a
    * task of an event or two per partition under a live load, one transaction each.
    */
   #queuePump(): void {

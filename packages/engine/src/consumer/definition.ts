@@ -23,7 +23,7 @@ export interface ConsumerLimits {
   databasePoolSize: number;
   /**
    * Old-generation heap of each worker thread, MiB (its young generation is 8 MiB). V8 sizes heaps from the
-   * machine's memory and collects lazily up to there, so unbounded threads held ≈ 700 MiB of garbage while
+   * machine's memory and collects lazily up to there, so unbounded threads hold ≈ 700 MiB of garbage while
    * draining a backlog (the backlog bench); a thread over the bound is ended and replaced, and its task retried.
    * Raise it for handlers that hold large data. @defaultValue 256
    */

@@ -19,7 +19,7 @@ export interface DrainResult {
  * Applies parked successors of just-applied aggregates in version order, stopping at the first gap. Alone in
  * its transaction (`single`), each successor runs in a savepoint: a permanent error puts it in the failure store,
  * a transient one gives it a durable retry of its own (ledger row + block, in this transaction) — never the
- * predecessor's failure, which did apply (a successor's error once failed the predecessor's retry with it).
+ * predecessor's failure, which did apply.
  * In a batch transaction a successor's error rolls the batch back, and the per-event fallback decides.
  */
 export async function drain(

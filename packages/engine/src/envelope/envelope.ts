@@ -118,8 +118,8 @@ function issuesOf(error: z.ZodError): EnvelopeIssue[] {
   return error.issues.map((issue) => ({ path: issue.path.map(String).join('.'), rule: ruleOf(issue) }));
 }
 
-// Built once: `.strict()` makes a new schema, and zod 4 compiles a new parser for it on first use, which cost
-// ≈ 170–190 µs per call when it ran per event (bench: enqueue and the consumer's parse both pay it).
+// Built once: `.strict()` makes a new schema, and zod 4 compiles a new parser for it on first use, which would
+// cost ≈ 170–190 µs per call if it ran per event (bench: enqueue and the consumer's parse both pay it).
 const strictEnvelope = envelopeSchema.strict();
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The database roles Postbox creates (`postbox migrate --roles`, issue 24; seed §11, §17) and the narrowest grants
+ * The database roles Postbox creates (`postbox migrate --roles`; seed §11, §17) and the narrowest grants
  * each one's commands need. Each is NOLOGIN: a deployment makes its login roles members
  * (`CREATE ROLE relay_svc LOGIN PASSWORD … IN ROLE postbox_relay`) and gives each command its URL
  * (DATABASE_URL_RELAY, …). The tables' owner — whoever runs `postbox migrate` — keeps what needs ownership:

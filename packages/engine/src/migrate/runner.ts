@@ -31,7 +31,7 @@ export interface MigrateOptions {
 }
 
 /**
- * Versions that left a chain: the product's 0004 and 0005 created the demo's tables, which now have their own
+ * Versions that left a chain: the product's 0004 and 0005 created the demo's tables, which belong to the `demo`
  * scope. Installations that applied them keep their rows; new ones never see the files.
  */
 const RETIRED: Readonly<Record<string, ReadonlySet<number>>> = { postbox: new Set([4, 5]) };

@@ -30,8 +30,8 @@ export async function parkEvents(sql: Queryable, consumer: string, rows: ParkedR
 
 /**
  * Parked events of the given aggregates in version order: the drain candidates after an apply. The order is the
- * bigint column's (qualified): a bare `aggregate_version` there names the text output column, which sorted v10
- * before v4 and stopped every drain across a digit boundary (found by the fault suite's failpoint soak).
+ * bigint column's (qualified): a bare `aggregate_version` there names the text output column, which sorts v10
+ * before v4 and would stop every drain across a digit boundary.
  * Parameters: consumer, aggregate ids. Rows returned: parked rows. Locks: none (the version row lock covers them).
  */
 export async function parkedOf(sql: Queryable, consumer: string, aggregateIds: string[]): Promise<ParkedRow[]> {

@@ -37,9 +37,9 @@ export async function lockAggregates(
       ORDER BY aggregate_id
       FOR UPDATE`,
     // Read in a statement of its own, after the locks are held. In READ COMMITTED a locking SELECT that waited
-    // re-reads the locked row but keeps its first snapshot of a joined one: the block a retry had just lifted
-    // (and whose parked successors it had drained) still looked present, and the next version parked behind a
-    // block that no longer existed — stuck for ever (found by the fault suite's kill -9 loops).
+    // re-reads the locked row but keeps its first snapshot of a joined one: a block a retry has just lifted (and
+    // whose parked successors it has drained) would still look present, and the next version would park behind a
+    // block that no longer exists — stuck for ever.
     sql<
       { aggregate_id: string; last_version: string; blocked: boolean; blocked_event: string | null; parked: boolean }[]
     >`
@@ -61,9 +61,9 @@ export async function lockAggregates(
 /**
  * Stores the new last versions (rows locked by lockAggregates). Parameters: consumer, (aggregate, version) pairs.
  * The ids are also given as `= ANY`, so the index scan reads exactly these rows whatever the statistics say: a
- * consumer whose name the statistics do not know yet (new, or growing faster than autovacuum analyzes) was
- * estimated at one row, and the planner hashed every row of it for each batch — 34 µs per event in the consumer
- * bench, growing with the aggregates, instead of 4.
+ * consumer whose name the statistics do not know yet (new, or growing faster than autovacuum analyzes) is
+ * estimated at one row, and the planner would hash every row of it for each batch — 34 µs per event in the
+ * consumer bench, growing with the aggregates, instead of 4.
  */
 export async function saveVersions(sql: Queryable, consumer: string, versions: Map<string, number>): Promise<void> {
   if (versions.size === 0) return;

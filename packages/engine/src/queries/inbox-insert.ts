@@ -20,7 +20,7 @@ export type InboxVerdict = 'new' | 'duplicate' | 'conflict';
  * with its fingerprint; every other delivery is compared with the fingerprint stored for its id — committed
  * before (a concurrent owner's insert makes us wait for it) or taken in just now — equal, or none stored: a
  * duplicate, counted on the row; different: a conflict, not counted. (Comparing with the first delivery in the
- * task instead once judged a true duplicate a conflict when a reused id came first.)
+ * task instead would judge a true duplicate a conflict when a reused id comes first.)
  * Parameters: consumer name, rows. Returns: one verdict per row, in order. Locks: the new index entries; the
  * rows of ids already present (their duplicate count).
  */

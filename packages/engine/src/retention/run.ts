@@ -89,7 +89,7 @@ export interface RetentionReport {
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
- * One retention run (issue 23): one at a time across processes (a session advisory lock; a second run is
+ * One retention run: one at a time across processes (a session advisory lock; a second run is
  * recorded as skipped). First it finishes what a run stopped half-way left (ledger state `detached` → export again;
  * `archived` → drop); then for each candidate of the plan: detach (a short ACCESS EXCLUSIVE on the table under a
  * lock timeout, the holds re-checked under it), export and verify the archive (rows and checksums), drop, and for

@@ -89,8 +89,8 @@ export function nextState<D>(
  * A reply to an earlier command of the step out now: stale, unless it states a fact that cannot change — the
  * participant fences what it did not apply, so "applied", "refused", "not applied" and "compensated" stay true.
  * While the saga asks about a step, the step's own late reply or the answer to an earlier question settles it;
- * while it compensates, an earlier attempt's "compensated" does. (Ignoring them once made a slow participant's
- * sagas ask until their attempts ran out, each question adding to the queue that delayed the answers.)
+ * while it compensates, an earlier attempt's "compensated" does. (Ignoring them would make a slow participant's
+ * sagas ask until their attempts ran out, each question adding to the queue that delays the answers.)
  */
 function lateFact<D>(
   definition: SagaDefinition<D>,
@@ -205,10 +205,9 @@ function onDeadline<D>(definition: SagaDefinition<D>, state: SagaState<D>, now: 
   const inFlight = definition.steps[state.step]!;
   if (inFlight.pivot) {
     // The pivot's command may still apply, and nothing undoes or fences it (it has no compensation): compensating
-    // the steps before it now could refund a payment for goods that then ship (the machine did that until
-    // machine.test.ts caught it). Ask first — the participant fences a command it did not apply — and let the
-    // answer decide: not applied → compensate (refuse); applied → forward-only (succeed: needs attention, or
-    // completed when the pivot was the last step).
+    // the steps before it now could refund a payment for goods that then ship. Ask first — the participant fences
+    // a command it did not apply — and let the answer decide: not applied → compensate (refuse); applied →
+    // forward-only (succeed: needs attention, or completed when the pivot was the last step).
     if (state.direction === 'query') return stale(state);
     return onUnanswered(definition, state, now, 'deadline passed with the pivot in flight');
   }
@@ -243,8 +242,8 @@ export function compensateFrom<D>(
 }
 
 /**
- * Freezes the saga. The history line names the step it stopped at: `entry()` leaves the step to its caller, and
- * this line once went out with `step: null`, so the transitions an operator most needs to read lost their step.
+ * Freezes the saga. The history line names the step it stopped at (`entry()` leaves the step to its caller): a
+ * line with `step: null` would hide the step from the transitions an operator most needs to read.
  */
 export function attention<D>(
   definition: SagaDefinition<D>,

@@ -2,8 +2,8 @@ import type { Logger } from './logger.ts';
 
 /**
  * A run of failures of one loop, logged as a run: a line at its first failure, one every `every` failures
- * while it lasts, and one when it ends — not a line per attempt (a database away for half an hour once wrote
- * 17,000 identical lines).
+ * while it lasts, and one when it ends — not a line per attempt (a database away for half an hour would write
+ * some 17,000 identical lines).
  */
 export class FailureStreak {
   readonly #log: Logger;

@@ -70,7 +70,7 @@ function relayCycle(result: RelayCycleReport): void {
   const m = instruments();
   if (m.off) return;
   // A topic this relay sent to has an outbox gauge from now on, 0 when nothing is left: without this, a topic
-  // whose rows were all published between two readings of the gauges never had a series at all.
+  // whose rows were all published between two readings of the gauges would never get a series at all.
   for (const t of result.sent) outboxTopics.add(t.topic);
   const single = result.sent.length === 1 ? result.sent[0]!.topic : null;
   if (result.publishMs !== undefined && result.publishMs !== null) {

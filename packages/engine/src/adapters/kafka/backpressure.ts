@@ -17,8 +17,8 @@ export type Offer = (topic: string, partition: number, messages: KafkaMessage[])
  * fetch position moved past it; when the sink resumes the partition, the held records are offered first and the
  * partition resumes in kafkajs only once they are all taken. Resuming costs no fetch: kafkajs, with every
  * partition paused, sleeps `maxWaitTime` before it looks again, and a fetch answered while paused is thrown away
- * after decoding, so a consumer that paused and resumed at its caps spent much of its time waiting for records it
- * had already fetched (the consumer bench: 2.4× from a wider cap alone).
+ * after decoding, so a consumer that pauses and resumes at its caps would spend much of its time waiting for
+ * records it has already fetched (the consumer bench: 2.4× from a wider cap alone).
  *
  * Invariant: a partition is paused in kafkajs while the sink has paused it or part of a batch of it is held.
  */

@@ -24,9 +24,9 @@ export interface KafkaPublisherOptions extends KafkaConnection {
  *
  * For the same reason sends are one at a time per producer: kafkajs rolls a failed request's numbers back
  * before its own retry, and a second sendBatch waiting for the broker lock would take them — new records under
- * the numbers of records the broker already holds, acknowledged at those records' offsets and never stored (the
- * fault suite's dropped produce replies found exactly this: "confirmed" events missing from the log). A send
- * that outlives its deadline abandons its producer for a fresh one, so its late retries cannot collide either.
+ * the numbers of records the broker already holds, acknowledged at those records' offsets and never stored:
+ * "confirmed" events missing from the log. A send that outlives its deadline abandons its producer for a fresh
+ * one, so its late retries cannot collide either.
  */
 export class KafkaPublisher implements Publisher {
   readonly #options: KafkaPublisherOptions;

@@ -14,7 +14,7 @@ export interface ProducerSend {
  * record that is too large fails alone.
  *
  * One at a time: an idempotent producer numbers each partition's records, and a failed request's numbers must not
- * be taken by a request queued behind it (publisher.ts's class comment has what that did with kafkajs). A send
+ * be taken by a request queued behind it (publisher.ts's class comment says what that does with kafkajs). A send
  * with no answer within `stallMs` abandons its producer, so the sends queued behind it go on with a fresh one.
  */
 export class SendQueue {

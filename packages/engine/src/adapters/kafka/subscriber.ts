@@ -36,8 +36,8 @@ export interface KafkaSubscriberOptions extends KafkaConnection {
   maxBytes?: number;
   /**
    * How long the broker holds a fetch open waiting for records, and how long kafkajs sleeps when every partition
-   * is paused before it looks again. A consumer resuming at half its cap waited out that sleep with its queues
-   * running dry: 250 ms left the machine 31–35 % idle in the consumer bench, 50 ms 10–16 % (+25 % events/s). An
+   * is paused before it looks again. A consumer resuming at half its cap waits out that sleep with its queues
+   * running dry: 250 ms leaves the machine 31–35 % idle in the consumer bench, 50 ms 10–16 % (+25 % events/s). An
    * idle consumer sends a fetch per wait: 47 ms of CPU a second at 50 ms, 39 at 250 (12 partitions, measured).
    * At least 10 (MIN_MAX_WAIT_MS). @defaultValue 50
    */
