@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { startTelemetry, type Telemetry } from '@postbox/api';
 import { demoOrderSource } from '@postbox/api/demo/reconcile';
 import { createLogger } from '@postbox/engine';
 import { startTestApi, type TestApi } from '../support/api.ts';
+import { freePort } from '../support/private-stack.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { waitFor } from '../support/processes.ts';
 import { payWithoutEvent, placeOrder } from '../reconcile/fixtures.ts';
@@ -22,14 +22,6 @@ let metricsPort: number;
 const topic = 'api.reconcile.orders';
 const ORDERS = ['o-1', 'o-2', 'o-3', 'o-4', 'o-5'];
 const BROKEN = ['o-2', 'o-3', 'o-5'];
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 before(async () => {
   // The SDK first: the gauge registers with the meter provider there is when the control plane starts.

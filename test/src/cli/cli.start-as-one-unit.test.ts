@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { freePort } from '../support/private-stack.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';
@@ -117,15 +117,4 @@ async function exitWithin(p: RoleProcess, ms: number): Promise<number | null | '
   } finally {
     clearTimeout(timer);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

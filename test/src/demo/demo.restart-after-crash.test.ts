@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
+import { freePort } from '../support/private-stack.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';
@@ -95,14 +95,3 @@ test('after a kill -9, a start with no new sagas says what it waits on and ends 
   second.kill('SIGINT');
   assert.equal(await second.exited, 0, second.output());
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}

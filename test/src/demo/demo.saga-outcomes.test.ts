@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { readConfig } from '@postbox/api';
+import { freePort } from '../support/private-stack.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';
@@ -168,15 +168,4 @@ function counts(all: Saga[]): string {
   const n = new Map<string, number>();
   for (const s of all) n.set(s.status, (n.get(s.status) ?? 0) + 1);
   return [...n].map(([status, c]) => `${status} ${c}`).join(', ');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

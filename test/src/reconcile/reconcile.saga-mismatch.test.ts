@@ -4,6 +4,7 @@ import type { Envelope, Sql, Tx } from '@postbox/engine';
 import { defineParticipantRecords, listFindings, Reconciler } from '@postbox/engine/reconcile';
 import { defineSaga, participant, readSaga, SagaOrchestrator, sagaReplyHandler } from '@postbox/engine/saga';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { deliverPending } from './fixtures.ts';
 
 // A saga step the saga holds as succeeded while its participant says it never applied it (its database was
 // restored from a backup taken before the reservation: the record and the effect are gone). The participants
@@ -69,7 +70,6 @@ const handlers: Record<string, ReturnType<typeof participant>> = {
   'rc.shipping': participant({ name: 'shipping', apply: async () => ({ applied: true, type: 'shipping.shipped' }) }),
 };
 const onReply = sagaReplyHandler(sagas);
-const context = { consumer: 'test', partition: 0, offset: '0', attempt: 1 };
 
 before(async () => {
   db = await freshDatabase();
@@ -81,39 +81,8 @@ after(async () => {
 });
 
 /** Delivers pending outbox events of the given topics (commands to participants, replies to the orchestrator). */
-async function deliver(sql: Sql, topics: string[]): Promise<number> {
-  const rows = await sql<
-    Array<{
-      event_id: string;
-      event_type: string;
-      aggregate_id: string;
-      aggregate_version: string;
-      topic: string;
-      payload: Buffer;
-      extensions: Record<string, string> | null;
-      seq: string;
-    }>
-  >`
-    UPDATE message_outbox SET status = 'published', published_at = now()
-    WHERE status = 'pending' AND topic = ANY (${topics})
-    RETURNING event_id, event_type, aggregate_id, aggregate_version::text, topic, payload, extensions, seq`;
-  for (const r of rows.sort((a, b) => Number(a.seq) - Number(b.seq))) {
-    const envelope = {
-      event_id: r.event_id,
-      event_type: r.event_type,
-      schema_version: 1,
-      aggregate_id: r.aggregate_id,
-      aggregate_version: Number(r.aggregate_version),
-      occurred_at: new Date().toISOString(),
-      producer: 'test',
-      data: JSON.parse(r.payload.toString('utf8')),
-      ...(r.extensions ? { extensions: r.extensions } : {}),
-    } as Envelope;
-    const handler = r.topic === 'rc.replies' ? onReply : handlers[r.topic]!;
-    await sql.begin((tx) => handler(envelope, tx, context));
-  }
-  return rows.length;
-}
+const deliver = (sql: Sql, topics: string[]) =>
+  deliverPending(sql, topics, (topic) => (topic === 'rc.replies' ? onReply : handlers[topic]!));
 
 function mismatchReconciler(): Reconciler {
   return new Reconciler({

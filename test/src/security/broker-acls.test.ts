@@ -1,13 +1,19 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { connect, enqueueMany, type Sql } from '@postbox/engine';
+import { connect, type Sql } from '@postbox/engine';
 import { migrateDemo } from '@postbox/api/demo';
 import { kafkaTlsEnv } from '@postbox/stack';
 import { Kafka, logLevel } from 'kafkajs';
-import { createHandlerTables, TEST_CONSUMER_MODULE } from '../support/consumer.ts';
+import {
+  appliedTwice,
+  createHandlerTables,
+  enqueueTestEvents,
+  TEST_CONSUMER_MODULE,
+  waitForApplied,
+} from '../support/consumer.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
-import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
+import { spawnPostbox, type RoleProcess } from '../support/processes.ts';
 
 // Least privilege on the broker (issue 45, seed §20): a private Kafka whose SASL_SSL listener runs the authorizer,
 // with a SCRAM user per role. `postbox migrate --broker-acls` grants the relay WRITE on its topics, the consumer
@@ -130,45 +136,18 @@ test('postbox migrate --broker-acls grants each role its least, idempotently, an
 });
 
 test('a relay and a consumer run on their own users alone: every event applied once', async () => {
-  await sql.begin((tx) =>
-    enqueueMany(
-      tx,
-      Array.from({ length: EVENTS }, (_, i) => ({
-        aggregate_id: `order-${i % 10}`,
-        aggregate_version: Math.floor(i / 10) + 1,
-        event_type: 'TestEvent',
-        data: { n: i },
-      })),
-      { topic, producer: 'acl-test' },
-    ),
-  );
+  await enqueueTestEvents(sql, topic, EVENTS, 'acl-test');
   const relay = postbox(['relay'], roleEnv('relay'));
   const consumer = postbox(['consume', TEST_CONSUMER_MODULE], roleEnv('consumer'));
   try {
-    await waitFor(
-      'every event applied',
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${CONSUMER}`;
-        return row!.n === EVENTS;
-      },
-      120_000,
-    ).catch((cause: unknown) => {
-      throw new Error(
-        `${(cause as Error).message}\nrelay:\n${relay.output().slice(-2000)}\nconsumer:\n${consumer.output().slice(-2000)}`,
-        { cause },
-      );
-    });
+    await waitForApplied(sql, CONSUMER, EVENTS, { relay, consumer });
   } finally {
     for (const p of [relay, consumer]) {
       p.kill('SIGTERM');
       assert.equal(await p.exited, 0, p.output().slice(-3000));
     }
   }
-  const [twice] = await sql<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM (SELECT event_id FROM test_applied WHERE consumer = ${CONSUMER}
-                                    GROUP BY event_id HAVING count(*) > 1) d`;
-  assert.equal(twice!.n, 0, 'nothing applied twice');
+  assert.equal(await appliedTwice(sql, CONSUMER), 0, 'nothing applied twice');
 });
 
 test("each role's user is refused what its role never does", async () => {

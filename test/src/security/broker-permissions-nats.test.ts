@@ -1,12 +1,18 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { connect, enqueueMany, type Sql } from '@postbox/engine';
+import { connect, type Sql } from '@postbox/engine';
 import { connectNats, durableName, NatsOffsets, streamName } from '@postbox/engine/nats';
 import { migrateDemo } from '@postbox/api/demo';
 import { natsPermissionsFile, natsTlsUrl } from '@postbox/stack';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { createHandlerTables, TEST_CONSUMER_MODULE } from '../support/consumer.ts';
+import {
+  appliedTwice,
+  createHandlerTables,
+  enqueueTestEvents,
+  TEST_CONSUMER_MODULE,
+  waitForApplied,
+} from '../support/consumer.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 
@@ -105,18 +111,7 @@ test('postbox migrate --broker-acls --broker-file writes the roles NATS permissi
 });
 
 test('a relay and a consumer run on their own NATS users alone: every event applied once', async () => {
-  await sql.begin((tx) =>
-    enqueueMany(
-      tx,
-      Array.from({ length: EVENTS }, (_, i) => ({
-        aggregate_id: `order-${i % 10}`,
-        aggregate_version: Math.floor(i / 10) + 1,
-        event_type: 'TestEvent',
-        data: { n: i },
-      })),
-      { topic, producer: 'perm-test' },
-    ),
-  );
+  await enqueueTestEvents(sql, topic, EVENTS, 'perm-test');
   const logStart = fs.statSync(stack.nats!.logFile).size;
   const relay = postbox(['relay'], roleEnv('relay'));
   let consumer: RoleProcess | undefined;
@@ -125,30 +120,14 @@ test('a relay and a consumer run on their own NATS users alone: every event appl
     // them), and until they exist it would ask again and again.
     await waitFor('the relay made the streams', async () => (await storedIn(1).catch(() => -1)) >= 0);
     consumer = postbox(['consume', TEST_CONSUMER_MODULE], roleEnv('consumer'));
-    await waitFor(
-      'every event applied',
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${CONSUMER}`;
-        return row!.n === EVENTS;
-      },
-      120_000,
-    ).catch((cause: unknown) => {
-      throw new Error(
-        `${(cause as Error).message}\nrelay:\n${relay.output().slice(-2000)}\nconsumer:\n${consumer?.output().slice(-2000)}`,
-        { cause },
-      );
-    });
+    await waitForApplied(sql, CONSUMER, EVENTS, { relay, consumer });
   } finally {
     for (const p of consumer ? [relay, consumer] : [relay]) {
       p.kill('SIGTERM');
       assert.equal(await p.exited, 0, p.output().slice(-3000));
     }
   }
-  const [twice] = await sql<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM (SELECT event_id FROM test_applied WHERE consumer = ${CONSUMER}
-                                    GROUP BY event_id HAVING count(*) > 1) d`;
-  assert.equal(twice!.n, 0, 'nothing applied twice');
+  assert.equal(await appliedTwice(sql, CONSUMER), 0, 'nothing applied twice');
   // Every call the relay and the consumer made was within their grants: the server refused none.
   const log = fs.readFileSync(stack.nats!.logFile, 'utf8').slice(logStart);
   assert.deepEqual(

@@ -3,11 +3,17 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { connect, enqueueMany, type Sql } from '@postbox/engine';
+import { connect, type Sql } from '@postbox/engine';
 import { closeRabbit, connectRabbit, queueName, RabbitOffsets } from '@postbox/engine/rabbitmq';
 import { migrateDemo } from '@postbox/api/demo';
 import { rabbitmqctlScript, rabbitmqTlsUrl } from '@postbox/stack';
-import { createHandlerTables, TEST_CONSUMER_MODULE } from '../support/consumer.ts';
+import {
+  appliedTwice,
+  createHandlerTables,
+  enqueueTestEvents,
+  TEST_CONSUMER_MODULE,
+  waitForApplied,
+} from '../support/consumer.ts';
 import { startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 
@@ -135,42 +141,15 @@ test('a relay and a consumer run on their own RabbitMQ users alone: every event 
     });
     consumer = postbox(['consume', TEST_CONSUMER_MODULE], { ...admin, RABBITMQ_URL: roleUrl('consumer') });
     await waitFor('the consumer declared its queues', async () => (await ready(1).catch(() => -1)) >= 0);
-    await sql.begin((tx) =>
-      enqueueMany(
-        tx,
-        Array.from({ length: EVENTS }, (_, i) => ({
-          aggregate_id: `order-${i % 10}`,
-          aggregate_version: Math.floor(i / 10) + 1,
-          event_type: 'TestEvent',
-          data: { n: i },
-        })),
-        { topic, producer: 'perm-test' },
-      ),
-    );
-    await waitFor(
-      'every event applied',
-      async () => {
-        const [row] = await sql<{ n: number }[]>`
-          SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${CONSUMER}`;
-        return row!.n === EVENTS;
-      },
-      120_000,
-    ).catch((cause: unknown) => {
-      throw new Error(
-        `${(cause as Error).message}\nrelay:\n${relay.output().slice(-2000)}\nconsumer:\n${consumer?.output().slice(-2000)}`,
-        { cause },
-      );
-    });
+    await enqueueTestEvents(sql, topic, EVENTS, 'perm-test');
+    await waitForApplied(sql, CONSUMER, EVENTS, { relay, consumer });
   } finally {
     for (const p of consumer ? [relay, consumer] : [relay]) {
       p.kill('SIGTERM');
       assert.equal(await p.exited, 0, p.output().slice(-3000));
     }
   }
-  const [twice] = await sql<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM (SELECT event_id FROM test_applied WHERE consumer = ${CONSUMER}
-                                    GROUP BY event_id HAVING count(*) > 1) d`;
-  assert.equal(twice!.n, 0, 'nothing applied twice');
+  assert.equal(await appliedTwice(sql, CONSUMER), 0, 'nothing applied twice');
 });
 
 test("each role's RabbitMQ user is refused what its role never does; the API's reads lag", async () => {

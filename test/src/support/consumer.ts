@@ -1,9 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel, Partitioners, type Message } from 'kafkajs';
-import { defineConsumer, newEventId, type ConsumerInput, type Sql } from '@postbox/engine';
+import { defineConsumer, enqueueMany, newEventId, type ConsumerInput, type Sql } from '@postbox/engine';
 import { fromKafkaHeaders, KafkaSubscriber, type KafkaSubscriberOptions } from '@postbox/engine/kafka';
 import { Consumer, encodeTask, inlineConsumeExecutor } from '@postbox/engine/runtime';
 import { createConsumePool } from '@postbox/workers';
+import { waitFor, type RoleProcess } from './processes.ts';
 import { stack } from './stack.ts';
 
 export const RECORDING_HANDLER = new URL('../consumer/fixtures/recording-handler.ts', import.meta.url);
@@ -163,4 +164,51 @@ export function shuffle<T>(items: T[], seed: number): T[] {
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
+}
+
+/** `n` TestEvents on `topic` in one transaction: ten aggregates, each one's versions 1, 2, … in order. */
+export async function enqueueTestEvents(sql: Sql, topic: string, n: number, producer = 'test'): Promise<void> {
+  const events = Array.from({ length: n }, (_, i) => ({
+    aggregate_id: `order-${i % 10}`,
+    aggregate_version: Math.floor(i / 10) + 1,
+    event_type: 'TestEvent',
+    data: { n: i },
+  }));
+  await sql.begin((tx) => enqueueMany(tx, events, { topic, producer }));
+}
+
+/**
+ * Waits until `consumer` has applied `n` events (test_applied rows); on timeout the error carries the last output
+ * of each process named, the relay's and the consumer's say.
+ */
+export async function waitForApplied(
+  sql: Sql,
+  consumer: string,
+  n: number,
+  processes: Record<string, RoleProcess | undefined>,
+  timeoutMs = 120_000,
+): Promise<void> {
+  await waitFor(
+    'every event applied',
+    async () => {
+      const [row] = await sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${consumer}`;
+      return row!.n === n;
+    },
+    timeoutMs,
+  ).catch((cause: unknown) => {
+    const outputs = Object.entries(processes).map(
+      ([name, p]) => `${name}:\n${p?.output().slice(-2000) ?? '(not started)'}`,
+    );
+    throw new Error([(cause as Error).message, ...outputs].join('\n'), { cause });
+  });
+}
+
+/** How many events `consumer` applied more than once (test_applied rows of one event id). */
+export async function appliedTwice(sql: Sql, consumer: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM (SELECT event_id FROM test_applied WHERE consumer = ${consumer}
+                                    GROUP BY event_id HAVING count(*) > 1) d`;
+  return row!.n;
 }

@@ -1,12 +1,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { startTelemetry, type Telemetry } from '@postbox/api';
 import { enqueueMany, silentLogger, type EventInput } from '@postbox/engine';
 import { PartitionMaintenance, resolvePartitionOptions } from '@postbox/engine/retention';
 import type { Relay } from '@postbox/engine/runtime';
 import { defineSaga, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
+import { freePort } from '../support/private-stack.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
@@ -26,14 +26,6 @@ const name = `metrics-${randomBytes(3).toString('hex')}`;
 const { log } = captureLog();
 let stopConsumer: (() => Promise<void>) | null = null;
 const EVENTS = 20;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 before(async () => {
   port = await freePort();
