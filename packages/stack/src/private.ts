@@ -37,15 +37,18 @@ export interface PrivateServer {
   purge(): Promise<void>;
 }
 
-/** `ports.tls` with `tls`: a SASL_SSL listener there (kafka.ts). */
+/**
+ * `ports.tls` with `tls`: a SASL_SSL listener there (kafka.ts). `host` (default loopback) is the one address it
+ * listens on and advertises: a test bridge's address makes it reachable from network namespaces.
+ */
 export function privateKafka(
   home: string,
   ports: { broker: number; controller: number; advertised?: number; tls?: number },
   properties = '',
   tls?: TlsMaterial,
+  host = '127.0.0.1',
 ): PrivateServer {
   const paths = withSharedJars(stackPaths(home));
-  const host = '127.0.0.1';
   const service = kafkaService(
     paths,
     {
@@ -63,9 +66,17 @@ export function privatePostgres(home: string, port: number, settings: string[] =
   return wrap(postgresService(stackPaths(home), port, settings, tls), home);
 }
 
-/** With `tls`: a TLS port as well, `tlsPort`, and the material's ACL user (redis.ts). */
-export function privateRedis(home: string, port: number, tls?: { material: TlsMaterial; port: number }): PrivateServer {
-  return wrap(redisService(stackPaths(home), port, tls), home);
+/**
+ * With `tls`: a TLS port as well, `tlsPort`, and the material's ACL user (redis.ts). With `alsoOn`: it listens on
+ * that address too (a test bridge's).
+ */
+export function privateRedis(
+  home: string,
+  port: number,
+  tls?: { material: TlsMaterial; port: number },
+  alsoOn?: string,
+): PrivateServer {
+  return wrap(redisService(stackPaths(home), port, tls, alsoOn), home);
 }
 
 /** With `tls`: TLS required on its port (nats.ts). */
@@ -83,7 +94,7 @@ export function privateRabbitmq(
 }
 
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */
-function withSharedJars(paths: StackPaths): StackPaths {
+export function withSharedJars(paths: StackPaths): StackPaths {
   const shared = stackPaths(process.env.POSTBOX_HOME || defaultHome()).kafka;
   return {
     ...paths,
@@ -96,7 +107,7 @@ function withSharedJars(paths: StackPaths): StackPaths {
   };
 }
 
-function wrap(service: LocalService, home: string): PrivateServer {
+export function wrap(service: LocalService, home: string): PrivateServer {
   return {
     name: service.name,
     url: service.url,

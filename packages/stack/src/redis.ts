@@ -23,6 +23,7 @@ export function redisService(
   paths: StackPaths,
   port = ADDRESS.port,
   tls?: { material: TlsMaterial; port: number },
+  alsoOn?: string,
 ): LocalService {
   const { redis } = paths;
   const address = { host: ADDRESS.host, port };
@@ -52,6 +53,9 @@ export function redisService(
         String(port),
         '--bind',
         ADDRESS.host,
+        // A private test server may listen on a test bridge's address too (network namespaces with no route
+        // out): protected mode would refuse those clients for want of a password.
+        ...(alsoOn ? [alsoOn, '--protected-mode', 'no'] : []),
         '--appendonly',
         'yes',
         '--appendfsync',

@@ -79,14 +79,22 @@ export class Pipeline {
     return p;
   }
 
-  /** A writer process; WRITER_* variables tune it (fixtures/writer.ts). */
-  writer(extra: Record<string, string> = {}): RoleProcess {
+  /**
+   * A writer process; WRITER_* variables tune it (fixtures/writer.ts). Every role takes a network namespace to run
+   * in (support/netns.ts), `netns`.
+   */
+  writer(extra: Record<string, string> = {}, netns?: string): RoleProcess {
     return this.#track(
-      spawnScript(WRITER, [], this.env({ WRITER_TOPIC: this.o.topic, WRITER_PREFIX: this.o.consumer, ...extra })),
+      spawnScript(
+        WRITER,
+        [],
+        this.env({ WRITER_TOPIC: this.o.topic, WRITER_PREFIX: this.o.consumer, ...extra }),
+        netns ? { netns } : {},
+      ),
     );
   }
 
-  relay(extra: Record<string, string> = {}): RoleProcess {
+  relay(extra: Record<string, string> = {}, netns?: string): RoleProcess {
     return this.#track(
       spawnPostbox(
         ['relay'],
@@ -97,11 +105,12 @@ export class Pipeline {
           POSTBOX_RELAY_LANE_LEASE_MS: '2000',
           POSTBOX_RELAY_POLL_MS: '250',
         }),
+        netns ? { netns } : {},
       ),
     );
   }
 
-  consumer(extra: Record<string, string> = {}): RoleProcess {
+  consumer(extra: Record<string, string> = {}, netns?: string): RoleProcess {
     return this.#track(
       spawnPostbox(
         ['consume', TEST_CONSUMER_MODULE, '--progress', '10000'],
@@ -114,6 +123,7 @@ export class Pipeline {
           POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '6000',
           POSTBOX_KAFKA_HEARTBEAT_MS: '1000',
         }),
+        netns ? { netns } : {},
       ),
     );
   }

@@ -21,7 +21,9 @@ import {
   type PrivateServer,
   type TlsMaterial,
 } from '@postbox/stack';
+import { connect } from '@postbox/engine';
 import { FaultProxy } from './fault-proxy.ts';
+import { waitFor } from './processes.ts';
 
 /**
  * Private servers for tests that kill, pause, cut or fill them (the shared stack is never touched): started from
@@ -54,10 +56,18 @@ export interface PrivateStackOptions {
    * what a client reaching them over TLS sets (NATS_URL, RABBITMQ_URL for those brokers).
    */
   tls?: boolean;
+  /**
+   * An address of this machine for PostgreSQL and Redis to listen on besides loopback, and for Kafka to listen on
+   * and advertise instead of it: a test bridge's (support/netns.ts), so that roles in network namespaces reach
+   * them. `urls` and `direct` then name it.
+   */
+  host?: string;
 }
 
 export interface PrivateStack {
   home: string;
+  /** The `host` option: the servers' address besides loopback. */
+  host?: string;
   kafka: PrivateServer | null;
   postgres: PrivateServer | null;
   redis: PrivateServer | null;
@@ -140,6 +150,7 @@ export async function startPrivateStack(options: PrivateStackOptions): Promise<P
   await fs.mkdir(home, { recursive: true });
   const stack: PrivateStack = {
     home,
+    ...(options.host ? { host: options.host } : {}),
     kafka: null,
     postgres: null,
     redis: null,
@@ -196,15 +207,17 @@ async function startKafka(stack: PrivateStack, o: NonNullable<PrivateStackOption
   // Consumers restarted after a kill rejoin as soon as the dead member's (short) session ends.
   const properties = `group.min.session.timeout.ms=1000\n${o.properties ?? ''}`;
   const tls = stack.tlsMaterial;
+  const host = stack.host ?? '127.0.0.1';
   stack.kafka = privateKafka(
     path.join(stack.home, 'k'),
     { broker, controller, ...(advertised ? { advertised } : {}), ...(tls ? { tls: stack.tlsPorts!.kafka! } : {}) },
     properties,
     tls,
+    host,
   );
   await restart(stack.kafka);
   stack.urls.KAFKA_BROKERS = stack.kafka.url;
-  stack.direct.KAFKA_BROKERS = `127.0.0.1:${broker}`;
+  stack.direct.KAFKA_BROKERS = `${host}:${broker}`;
   if (tls) Object.assign(stack.tlsEnv!, kafkaTlsEnv(stack.tlsPorts!.kafka!, tls));
 }
 
@@ -221,15 +234,43 @@ async function startPostgres(stack: PrivateStack, o: NonNullable<PrivateStackOpt
       throw new Error(`could not mount a ${o.tmpfsMb} MiB tmpfs on ${dir}: ${mount.stderr.trim()}`);
     mounts.add(dir);
   }
-  stack.postgres = privatePostgres(home, port, o.settings ?? [], stack.tlsMaterial);
+  const listen = stack.host ? [`listen_addresses=127.0.0.1,${stack.host}`] : [];
+  stack.postgres = privatePostgres(home, port, [...(o.settings ?? []), ...listen], stack.tlsMaterial);
   await restart(stack.postgres);
+  if (stack.host) await allowHost(stack.postgres, stack.host);
   if (stack.tlsMaterial) stack.tlsEnv!.DATABASE_URL = postgresTlsUrl(port, stack.tlsMaterial);
-  stack.direct.DATABASE_URL = stack.postgres.url;
-  stack.urls.DATABASE_URL = stack.postgres.url;
+  const url = stack.host ? stack.postgres.url.replace('@127.0.0.1:', `@${stack.host}:`) : stack.postgres.url;
+  stack.direct.DATABASE_URL = url;
+  stack.urls.DATABASE_URL = url;
   if (o.proxy) {
     const proxy = await FaultProxy.start({ upstream: { host: '127.0.0.1', port }, protocol: 'postgres' });
     stack.proxies.postgres = proxy;
     stack.urls.DATABASE_URL = stack.postgres.url.replace(`:${port}/`, `:${proxy.port}/`);
+  }
+}
+
+/**
+ * initdb's pg_hba.conf admits loopback clients only: clients on the test bridge's subnet (the namespaces, and the
+ * test itself through the bridge address) get a password line too, read by a reload.
+ */
+async function allowHost(server: PrivateServer, host: string): Promise<void> {
+  const subnet = `${host.split('.').slice(0, 3).join('.')}.0/24`;
+  await fs.appendFile(path.join(server.dataDir, 'pg_hba.conf'), `host all all ${subnet} scram-sha-256\n`);
+  await server.signal('SIGHUP');
+  const sql = connect({ url: server.url.replace('@127.0.0.1:', `@${host}:`), max: 1, applicationName: 'postbox-test' });
+  try {
+    await waitFor(
+      'PostgreSQL to admit the bridge address',
+      () =>
+        sql`SELECT 1`.then(
+          () => true,
+          () => false,
+        ),
+      10_000,
+      100,
+    );
+  } finally {
+    await sql.end({ timeout: 1 });
   }
 }
 
@@ -240,11 +281,13 @@ async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<
     path.join(stack.home, 'r'),
     port,
     tls ? { material: tls, port: stack.tlsPorts!.redis! } : undefined,
+    stack.host,
   );
   await restart(stack.redis);
   if (tls) stack.tlsEnv!.REDIS_URL = redisTlsUrl(stack.tlsPorts!.redis!, tls);
-  stack.direct.REDIS_URL = stack.redis.url;
-  stack.urls.REDIS_URL = stack.redis.url;
+  const url = stack.host ? `redis://${stack.host}:${port}` : stack.redis.url;
+  stack.direct.REDIS_URL = url;
+  stack.urls.REDIS_URL = url;
   if (o.proxy) {
     const proxy = await FaultProxy.start({ upstream: { host: '127.0.0.1', port } });
     stack.proxies.redis = proxy;

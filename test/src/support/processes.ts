@@ -11,21 +11,38 @@ export interface RoleProcess {
   kill(signal: NodeJS.Signals): void;
 }
 
+export interface SpawnOptions {
+  /**
+   * A network namespace to run in (support/netns.ts). `ip netns exec` execs the command, so the child's pid is
+   * the role's own: signals reach it as they would outside.
+   */
+  netns?: string;
+}
+
 /** Runs `postbox <args>` as a real process on the same Node, with the given environment added. */
-export function spawnPostbox(args: string[], env: Record<string, string>): RoleProcess {
-  return spawnScript(CLI, args, env);
+export function spawnPostbox(args: string[], env: Record<string, string>, options: SpawnOptions = {}): RoleProcess {
+  return spawnScript(CLI, args, env, options);
 }
 
 /** Runs a script (a .ts file) as a real process on the same Node, with the given environment added. */
-export function spawnScript(file: string, args: string[], env: Record<string, string>): RoleProcess {
-  const child = spawn(
+export function spawnScript(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  options: SpawnOptions = {},
+): RoleProcess {
+  const node = [
     process.execPath,
-    ['--conditions=@postbox/source', '--disable-warning=TimeoutNegativeWarning', file, ...args],
-    {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+    '--conditions=@postbox/source',
+    '--disable-warning=TimeoutNegativeWarning',
+    file,
+    ...args,
+  ];
+  const [command, ...argv] = options.netns ? ['ip', 'netns', 'exec', options.netns, ...node] : node;
+  const child = spawn(command!, argv, {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

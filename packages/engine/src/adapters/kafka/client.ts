@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type SASLOptions } from 'kafkajs';
+import { Kafka, logLevel, type ISocketFactory, type SASLOptions } from 'kafkajs';
 import type { ConnectionOptions } from 'node:tls';
 
 /** Connection settings shared by the Kafka publisher, subscriber and admin. TLS and SASL pass through. */
@@ -14,8 +14,10 @@ export interface KafkaConnection {
   requestTimeoutMs?: number;
 }
 
-export function createKafka(connection: KafkaConnection): Kafka {
+/** `socketFactory`: a SocketFence's, for a client whose connections must be cut when it is abandoned. */
+export function createKafka(connection: KafkaConnection, socketFactory?: ISocketFactory): Kafka {
   return new Kafka({
+    ...(socketFactory ? { socketFactory } : {}),
     clientId: connection.clientId ?? 'postbox',
     brokers: connection.brokers,
     ...(connection.ssl === undefined ? {} : { ssl: connection.ssl }),

@@ -3,6 +3,7 @@ import { classifyKafkaError } from './classify.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import { toKafkaHeaders } from './headers.ts';
 import { SendQueue } from './send-queue.ts';
+import { SocketFence } from './socket-fence.ts';
 import type { OutboundMessage, Publisher, PublishOptions, PublishOutcome } from '../../ports/publisher.ts';
 
 export interface KafkaPublisherOptions extends KafkaConnection {
@@ -34,6 +35,7 @@ export class KafkaPublisher implements Publisher {
   readonly #ackTimeoutMs: number;
   // The partitioner is the one place kafkajs reveals which partition it chose for each message.
   readonly #chosen = new WeakMap<Message, number>();
+  readonly #fences = new WeakMap<Producer, SocketFence>();
   #connecting: { producer: Producer; promise: Promise<void> } | null = null;
   readonly #queue: SendQueue;
   #closed = false;
@@ -51,7 +53,8 @@ export class KafkaPublisher implements Publisher {
   #newProducer(): Producer {
     const chosen = this.#chosen;
     const murmur2 = Partitioners.DefaultPartitioner;
-    return createKafka(this.#options).producer({
+    const fence = new SocketFence();
+    const producer = createKafka(this.#options, fence.factory).producer({
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
@@ -64,13 +67,20 @@ export class KafkaPublisher implements Publisher {
         };
       },
     });
+    this.#fences.set(producer, fence);
+    return producer;
   }
 
-  /** Replaces a producer whose send failed (see the class comment); the old one is disconnected in the background. */
+  /**
+   * Replaces a producer whose send failed (see the class comment). The old one's connections are reset first, so
+   * no request of it still queued in the kernel reaches the broker later (socket-fence.ts); then it is
+   * disconnected in the background.
+   */
   #renew(failed: Producer): void {
     if (this.#producer !== failed || this.#closed) return;
     this.#producer = this.#newProducer();
     this.#connecting = null;
+    this.#fences.get(failed)?.cut();
     void failed.disconnect().catch(() => {});
   }
 

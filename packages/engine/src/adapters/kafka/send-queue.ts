@@ -15,7 +15,8 @@ export interface ProducerSend {
  *
  * One at a time: an idempotent producer numbers each partition's records, and a failed request's numbers must not
  * be taken by a request queued behind it (publisher.ts's class comment says what that does with kafkajs). A send
- * with no answer within `stallMs` abandons its producer, so the sends queued behind it go on with a fresh one.
+ * with no answer within `stallMs`, or by its deadline, abandons its producer, so the sends queued behind it go on
+ * with a fresh one and nothing of it reaches the log after it was reported unknown.
  */
 export class SendQueue {
   readonly #start: (messages: OutboundMessage[]) => ProducerSend;
@@ -69,21 +70,22 @@ export class SendQueue {
           new BrokerError('publish_timeout', 'transient', 'publish deadline passed before the send started'),
         );
       const send = this.#start(messages);
+      // A send still out at its deadline is abandoned with its producer there, not only once it stalls: the
+      // caller treats it as unknown from the deadline on (the relay re-sends it, perhaps from another relay, once
+      // its lease has run out), so nothing of it may reach the log later.
+      const byDeadline = deadline - Date.now() < this.#stallMs;
       let timer: NodeJS.Timeout | undefined;
       const stalled = new Promise<PublishOutcome[]>((resolve) => {
-        timer = setTimeout(() => {
-          send.abandon();
-          resolve(
-            unsent(
-              messages,
-              new BrokerError(
-                'publish_timeout',
-                'unknown',
-                `the broker did not answer within ${this.#stallMs} ms; producer replaced`,
-              ),
-            ),
-          );
-        }, this.#stallMs);
+        timer = setTimeout(
+          () => {
+            send.abandon();
+            const why = byDeadline
+              ? 'not confirmed by the publish deadline; producer replaced'
+              : `the broker did not answer within ${this.#stallMs} ms; producer replaced`;
+            resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', why)));
+          },
+          byDeadline ? Math.max(0, deadline - Date.now()) : this.#stallMs,
+        );
       });
       try {
         return await Promise.race([send.result, stalled]);

@@ -1,0 +1,160 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Kafka, logLevel } from 'kafkajs';
+import { freshDatabase, type TestDatabase } from '../support/database.ts';
+import { uniqueTopic } from '../support/kafka.ts';
+import { createNetns, type Netns } from '../support/netns.ts';
+import { alive, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
+import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
+import { holdsPartitions, waitFor, type RoleProcess } from '../support/processes.ts';
+
+// A consumer partitioned from one of its two services while it lives on, each role in its own network namespace
+// (the cut is a firewall rule in the consumer's namespace). Cut from the broker mid-batch: the group gives its
+// partitions to the other member while the zombie's transactions may still commit — the inbox must absorb what
+// both apply, and no offset the zombie commits may move a partition back under the new owner. Cut from
+// PostgreSQL: it can apply nothing, so no offset may pass its unfinished work (the final verifier: anything an
+// offset passed without applying would be lost). A slow handler keeps batches in flight.
+
+const FULL = process.env.POSTBOX_FAULT_FULL === '1';
+const PARTITIONS = 3;
+
+let netns: Netns;
+let stack: PrivateStack;
+let db: TestDatabase;
+const pipelines: Pipeline[] = [];
+
+before(async () => {
+  netns = await createNetns(['w', 'r', 'c1', 'c2']);
+  stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
+  db = await freshDatabase('pbpc', stack.urls.DATABASE_URL!);
+});
+
+after(async () => {
+  for (const p of pipelines) await p.stopAll();
+  await db?.drop().catch(() => {});
+  await stack?.stop();
+  await netns?.destroy();
+});
+
+async function pipelineFor(name: string): Promise<Pipeline> {
+  const topic = uniqueTopic(name);
+  await createPrivateTopic(stack, topic, PARTITIONS);
+  const p = new Pipeline({
+    databaseUrl: db.url,
+    kafkaBrokers: stack.urls.KAFKA_BROKERS!,
+    redisUrl: stack.urls.REDIS_URL!,
+    topic,
+    partitions: PARTITIONS,
+    consumer: `${name}${topic.slice(-6)}`,
+    env: {
+      // The test bridge is a private network with no route out; PostgreSQL's password crosses it in clear.
+      POSTBOX_ALLOW_INSECURE: 'postgres',
+      POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000',
+      POSTBOX_KAFKA_HEARTBEAT_MS: '500',
+      POSTBOX_PARTITION_LEASE_MS: '6000',
+    },
+  });
+  pipelines.push(p);
+  await p.setup(50);
+  return p;
+}
+
+function assertAlive(roles: RoleProcess[], when: string): void {
+  for (const r of roles)
+    assert.ok(alive(r), `${r.child.spawnargs.slice(4).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
+}
+
+/**
+ * Polls the group's committed offsets every 200 ms until stopped; throws at the end if any partition's offset ever
+ * went back (a zombie's commit over the new owner's). Returns how many polls saw a commit move forward.
+ */
+function watchOffsets(group: string, topic: string): { stop(): Promise<number> } {
+  const admin = new Kafka({
+    clientId: 'pbx-offsets',
+    brokers: [stack.urls.KAFKA_BROKERS!],
+    logLevel: logLevel.NOTHING,
+  }).admin();
+  const last = new Map<number, bigint>();
+  const backwards: string[] = [];
+  let advances = 0;
+  let running = true;
+  const loop = (async () => {
+    await admin.connect();
+    while (running) {
+      const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+      for (const { partition, offset } of t!.partitions) {
+        if (offset === '-1') continue;
+        const now = BigInt(offset);
+        const before = last.get(partition);
+        if (before !== undefined && now < before) backwards.push(`partition ${partition}: ${before} → ${now}`);
+        if (before === undefined || now > before) advances++;
+        last.set(partition, now);
+      }
+      await sleep(200);
+    }
+    await admin.disconnect();
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      assert.deepEqual(backwards, [], 'a committed offset went back');
+      return advances;
+    },
+  };
+}
+
+test('consumer cut from the broker mid-batch (silent), PostgreSQL reachable: the other member takes its partitions, nothing applied twice, no offset goes back', {
+  timeout: 300_000,
+}, async () => {
+  const p = await pipelineFor('pcbk');
+  const kafkaPort = Number(stack.urls.KAFKA_BROKERS!.split(':').at(-1));
+  const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, netns.name('w'));
+  const relay = p.relay({}, netns.name('r'));
+  const c1 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c1'));
+  await waitFor('c1 to hold partitions', async () => holdsPartitions(c1), 60_000);
+  const offsets = watchOffsets(`postbox.${p.o.consumer}`, p.o.topic);
+  const c2 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c2'));
+  await waitFor('c2 to hold partitions', async () => holdsPartitions(c2), 60_000);
+  await sleep(4000);
+  await netns.cut('c1', [kafkaPort], 'drop');
+  // c1's session (3 s) ends at the broker; c2 is given every partition while c1's last batch may still commit.
+  await sleep(15_000);
+  assertAlive([writer, relay, c1, c2], 'while c1 was cut from the broker');
+  await netns.heal('c1');
+  await sleep(5000);
+  await stopGracefully(writer, 'writer', 'writer started');
+  const report = await p.settle(180_000);
+  const advances = await offsets.stop();
+  assert.ok(advances > 0, 'the group committed offsets while it was watched');
+  assertAlive([relay, c1, c2], 'after the heal');
+  recordScenario({ scenario: 'partition.consumer-broker-drop', iterations: 1, report });
+});
+
+// The full level only (npm run test:faults).
+if (FULL)
+  test('consumer cut from PostgreSQL (silent), broker reachable: no offset passes work it could not apply', {
+    timeout: 300_000,
+  }, async () => {
+    const p = await pipelineFor('pcpg');
+    const pgPort = Number(new URL(db.url).port);
+    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, netns.name('w'));
+    const relay = p.relay({}, netns.name('r'));
+    const c1 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c1'));
+    await waitFor('c1 to hold partitions', async () => holdsPartitions(c1), 60_000);
+    const offsets = watchOffsets(`postbox.${p.o.consumer}`, p.o.topic);
+    const c2 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c2'));
+    await waitFor('c2 to hold partitions', async () => holdsPartitions(c2), 60_000);
+    await sleep(4000);
+    await netns.cut('c1', [pgPort], 'drop');
+    await sleep(15_000);
+    assertAlive([writer, relay, c1, c2], 'while c1 was cut from PostgreSQL');
+    await netns.heal('c1');
+    await sleep(5000);
+    await stopGracefully(writer, 'writer', 'writer started');
+    const report = await p.settle(180_000);
+    await offsets.stop();
+    assertAlive([relay, c1, c2], 'after the heal');
+    recordScenario({ scenario: 'partition.consumer-postgres-drop', iterations: 1, report });
+  });
