@@ -21,9 +21,14 @@ export const NATS_URL = `nats://${formatAddress(ADDRESS)}`;
  * store is fsynced on the server's own timer, not per message — as a single Kafka broker with acks=all leaves its
  * log to the page cache (`log.flush.interval.messages` unset).
  */
-export function natsService(paths: StackPaths, port = ADDRESS.port, tls?: TlsMaterial): LocalService {
+export function natsService(
+  paths: StackPaths,
+  port = ADDRESS.port,
+  tls?: TlsMaterial,
+  host = ADDRESS.host,
+): LocalService {
   const { nats } = paths;
-  const address = { host: ADDRESS.host, port };
+  const address = { host, port };
   const url = `nats://${formatAddress(address)}`;
   return {
     name: 'nats',

@@ -79,9 +79,9 @@ export function privateRedis(
   return wrap(redisService(stackPaths(home), port, tls, alsoOn), home);
 }
 
-/** With `tls`: TLS required on its port (nats.ts). */
-export function privateNats(home: string, port: number, tls?: TlsMaterial): PrivateServer {
-  return wrap(natsService(stackPaths(home), port, tls), home);
+/** With `tls`: TLS required on its port (nats.ts). `host` (default loopback): the one address it listens on. */
+export function privateNats(home: string, port: number, tls?: TlsMaterial, host?: string): PrivateServer {
+  return wrap(natsService(stackPaths(home), port, tls, host), home);
 }
 
 /** A private RabbitMQ node: its own AMQP, distribution and epmd ports (stop() also ends its epmd). */

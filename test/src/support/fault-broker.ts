@@ -2,7 +2,7 @@ import type { PrivateServer } from '@postbox/stack';
 import { KafkaOffsets, KafkaTopicReader } from '@postbox/engine/kafka';
 import { ensureStreams, NatsOffsets, NatsTopicReader } from '@postbox/engine/nats';
 import { ensureExchanges, RabbitOffsets, RabbitTopicReader } from '@postbox/engine/rabbitmq';
-import { createPrivateTopic, startPrivateStack } from './private-stack.ts';
+import { createPrivateTopic, startPrivateStack, type PrivateStack } from './private-stack.ts';
 import type { VerifyBroker } from './verified.ts';
 
 /** The brokers the fault scenarios that kill or stop the broker run on (`npm run test:faults -- --broker`). */
@@ -30,7 +30,11 @@ export interface FaultBroker {
 }
 
 export async function startFaultBroker(kind: FaultBrokerKind = faultBrokerKind()): Promise<FaultBroker> {
-  const stack = await startPrivateStack(kind === 'kafka' ? { kafka: {} } : { [kind]: true });
+  return faultBrokerOf(await startPrivateStack(kind === 'kafka' ? { kafka: {} } : { [kind]: true }), kind);
+}
+
+/** The broker of `kind` a private stack started (with `kafka`, `nats` or `rabbitmq`); `stop()` stops the stack. */
+export function faultBrokerOf(stack: PrivateStack, kind: FaultBrokerKind): FaultBroker {
   const partitions = new Map<string, number>();
   const base = { kind, stop: () => stack.stop() };
   if (kind === 'kafka') {

@@ -297,7 +297,7 @@ async function startRedis(stack: PrivateStack, o: { proxy?: boolean }): Promise<
 
 async function startNats(stack: PrivateStack): Promise<void> {
   const port = await freePort();
-  stack.nats = privateNats(path.join(stack.home, 'n'), port, stack.tlsMaterial);
+  stack.nats = privateNats(path.join(stack.home, 'n'), port, stack.tlsMaterial, stack.host);
   await restart(stack.nats);
   stack.urls.NATS_URL = stack.nats.url;
   if (stack.tlsMaterial)
