@@ -3,26 +3,36 @@
 // again and again until M minutes have passed (a soak; default one round). Each scenario appends its verifier
 // totals to a summary file; the last line here sums them: scenarios, iterations, events, lost, applied twice,
 // reordered, duplicates absorbed. Exit code non-zero when a test failed or any total that must be 0 is not.
+// `--mix [--minutes M] [--seed N]` runs the soak instead (faults.mix.test.ts: M minutes of mixed faults on a
+// seeded schedule, default 30) and prints its summary line; `--seed` replays the schedule of a printed seed.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { formatSeed, parseSeed } from '../test/src/faults/support/fault-schedule.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 /** The scenario files that take their broker from POSTBOX_FAULT_BROKER (test/src/support/fault-broker.ts). */
 const BROKER_FILES = ['faults.kill-loop.test.ts', 'faults.broker.test.ts'];
 const BROKERS = ['kafka', 'nats', 'rabbitmq'];
 const testDir = path.join(root, 'test');
+const MIX_FILE = 'src/faults/faults.mix.test.ts';
 const HELP = `usage: npm run test:faults -- [--iterations N] [--minutes M] [--kill-loop-ms MS] [--only PATTERN] [--broker B]
+       npm run test:faults -- --mix [--minutes M] [--seed N]
   --iterations N     kills per failpoint, drops per proxy fault (default 20; stops and outages scale with N/10)
-  --minutes M        repeat the suite until M minutes have passed (a soak); default: one round
+  --minutes M        repeat the suite until M minutes have passed (a soak); default: one round. With --mix:
+                     the soak's length (default 30)
   --kill-loop-ms MS  length of the random kill loop (default 60000)
   --only PATTERN     only the scenario files whose name contains PATTERN (e.g. kill-loop)
   --broker B         kafka, nats, rabbitmq or several (comma-separated; default kafka): the whole suite runs on
                      Kafka; on NATS and RabbitMQ the scenarios that kill processes and the broker run again
-                     (${BROKER_FILES.join(', ')}), each ending with the verifier`;
+                     (${BROKER_FILES.join(', ')}), each ending with the verifier
+  --mix              the soak alone (${MIX_FILE}): M minutes (default 30) of kills, stops, partitions,
+                     broker, PostgreSQL and Redis faults, rebalances and replays on a seeded schedule, under
+                     steady load; the verifier every 5 minutes and at the end. Prints the seed first
+  --seed N           the soak's schedule from this seed (decimal or 0x hex, < 2^64), as a soak printed it`;
 
 function integer(value: string | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
@@ -41,6 +51,8 @@ const { values } = parseArgs({
     'kill-loop-ms': { type: 'string' },
     only: { type: 'string' },
     broker: { type: 'string' },
+    mix: { type: 'boolean' },
+    seed: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -49,7 +61,25 @@ if (values.help) {
   process.exit(0);
 }
 const iterations = integer(values.iterations, 'iterations', 20);
-const minutes = values.minutes === undefined ? 0 : integer(values.minutes, 'minutes', 1);
+const mix = values.mix === true;
+const minutes = values.minutes === undefined ? (mix ? 30 : 0) : integer(values.minutes, 'minutes', 1);
+let seed: string | undefined;
+if (values.seed !== undefined) {
+  if (!mix) {
+    console.error(`test:faults: --seed needs --mix\n${HELP}`);
+    process.exit(2);
+  }
+  try {
+    seed = formatSeed(parseSeed(values.seed));
+  } catch (cause) {
+    console.error(`test:faults: --seed: ${(cause as Error).message}\n${HELP}`);
+    process.exit(2);
+  }
+}
+if (mix && (values.only !== undefined || values.broker !== undefined)) {
+  console.error(`test:faults: --mix runs the soak alone, on Kafka (no --only, no --broker)\n${HELP}`);
+  process.exit(2);
+}
 const killLoopMs = integer(values['kill-loop-ms'], 'kill-loop-ms', 60_000);
 const brokers = (values.broker ?? 'kafka').split(',').map((b) => b.trim().toLowerCase());
 for (const b of brokers)
@@ -65,10 +95,14 @@ if (files.length === 0) {
   process.exit(2);
 }
 /** What runs on each broker: every file on Kafka, the broker-aware ones on the others. */
-const runs = brokers.flatMap((broker) => {
-  const these = broker === 'kafka' ? files : files.filter((f) => BROKER_FILES.some((b) => f.endsWith(b)));
-  return these.length > 0 ? [{ broker, files: these }] : [];
-});
+const runs = mix
+  ? [{ broker: 'kafka', files: [MIX_FILE] }]
+  : brokers.flatMap((broker) => {
+      const these = (broker === 'kafka' ? files : files.filter((f) => BROKER_FILES.some((b) => f.endsWith(b)))).filter(
+        (f) => f !== MIX_FILE,
+      );
+      return these.length > 0 ? [{ broker, files: these }] : [];
+    });
 if (runs.length === 0) {
   console.error(`test:faults: no scenario of ${values.only} runs on ${brokers.join(', ')}`);
   process.exit(2);
@@ -106,7 +140,7 @@ do {
           '--disable-warning=TimeoutNegativeWarning',
           '--test',
           '--test-concurrency=1',
-          '--test-timeout=3600000',
+          `--test-timeout=${mix ? Math.max(3_600_000, minutes * 60_000 + 1_800_000) : 3_600_000}`,
           ...run.files,
         ],
         {
@@ -122,6 +156,9 @@ do {
             POSTBOX_FAULT_STORM_MS: process.env.POSTBOX_FAULT_STORM_MS ?? '45000',
             POSTBOX_FAULT_SUMMARY: summary,
             POSTBOX_FAULT_BROKER: run.broker,
+            POSTBOX_FAULT_FULL: '1',
+            ...(mix ? { POSTBOX_FAULT_MIX: '1', POSTBOX_FAULT_MINUTES: String(minutes) } : {}),
+            ...(seed ? { POSTBOX_FAULT_SEED: seed } : {}),
           },
         },
       );
@@ -129,7 +166,7 @@ do {
     });
     if (code !== 0) failedRounds++;
   }
-} while (failedRounds === 0 && Date.now() - started < minutes * 60_000);
+} while (!mix && failedRounds === 0 && Date.now() - started < minutes * 60_000);
 
 interface Line {
   scenario: string;
@@ -140,6 +177,8 @@ interface Line {
   reordered: number;
   duplicatesAbsorbed: number;
   ok: boolean;
+  /** The soak's own summary line (faults.mix.test.ts). */
+  line?: string;
 }
 const lines: Line[] = existsSync(summary)
   ? readFileSync(summary, 'utf8')
@@ -152,6 +191,8 @@ rmSync(dir, { recursive: true, force: true });
 const sum = (f: (l: Line) => number) => lines.reduce((s, l) => s + f(l), 0);
 const t = { lost: sum((l) => l.lost), twice: sum((l) => l.appliedTwice), reordered: sum((l) => l.reordered) };
 const notOk = lines.filter((l) => !l.ok).length;
+for (const l of lines) if (l.line) console.log(`\n${l.line}`);
+if (mix && !lines.some((l) => l.line)) console.log('\nsoak: no summary line (the soak failed before its end)');
 const elapsed = Math.round((Date.now() - started) / 1000);
 console.log(
   `\nfaults: ${rounds} round(s) in ${elapsed} s, ${new Set(lines.map((l) => l.scenario)).size} scenarios, ${lines.length} scenario runs, ` +
