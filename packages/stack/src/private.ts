@@ -84,13 +84,17 @@ export function privateNats(home: string, port: number, tls?: TlsMaterial, host?
   return wrap(natsService(stackPaths(home), port, tls, host), home);
 }
 
-/** A private RabbitMQ node: its own AMQP, distribution and epmd ports (stop() also ends its epmd). */
+/**
+ * A private RabbitMQ node: its own AMQP, distribution and epmd ports (stop() also ends its epmd); with `amqpHost`
+ * its AMQP listener on that address (rabbitmq.ts).
+ */
 export function privateRabbitmq(
   home: string,
   ports: { amqp: number; dist: number; epmd: number },
   tls?: { material: TlsMaterial; port: number },
+  amqpHost?: string,
 ): PrivateServer {
-  return wrap(rabbitmqService(stackPaths(home), ports, tls), home);
+  return wrap(rabbitmqService(stackPaths(home), ports, tls, amqpHost), home);
 }
 
 /** The jars are the stack's (downloaded once by `postbox stack up`), never a second copy. */

@@ -27,14 +27,19 @@ const INSTALL = 'apt-get install -y rabbitmq-server';
  * Erlang cookie (its HOME), epmd port, data, logs and config — never the machine's shared 5672 node. Durable
  * queues are quorum queues (Raft, fsynced before a publisher confirm), so durability is the server's default.
  */
-/** With `tls` (material and a port): an AMQPS listener there too, beside the plain one the stack's checks use. */
+/**
+ * With `tls` (material and a port): an AMQPS listener there too, beside the plain one the stack's checks use. With
+ * `amqpHost` (a private test node): its AMQP listener on that address instead of loopback, the guest user allowed
+ * from it; the node's epmd and distribution stay on loopback.
+ */
 export function rabbitmqService(
   paths: StackPaths,
   ports = RABBITMQ_PORTS,
   tls?: { material: TlsMaterial; port: number },
+  amqpHost = HOST,
 ): LocalService {
   const { rabbitmq } = paths;
-  const address = { host: HOST, port: ports.amqp };
+  const address = { host: amqpHost, port: ports.amqp };
   const url = `amqp://guest:guest@${formatAddress(address)}`;
   const env = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -47,7 +52,7 @@ export function rabbitmqService(
     // The node's log to standard output, which is `logFile`: where the stack points when a start fails.
     RABBITMQ_LOGS: '-',
     RABBITMQ_NODENAME: `postbox-${ports.amqp}@localhost`,
-    RABBITMQ_NODE_IP_ADDRESS: HOST,
+    RABBITMQ_NODE_IP_ADDRESS: amqpHost,
     RABBITMQ_NODE_PORT: String(ports.amqp),
     RABBITMQ_DIST_PORT: String(ports.dist),
     RABBITMQ_MNESIA_BASE: rabbitmq.data,
@@ -200,7 +205,9 @@ function config(address: HostPort, tls?: { material: TlsMaterial; port: number }
     '# Written by `postbox stack up`; rewritten at every start.',
     `listeners.tcp.default = ${formatAddress(address)}`,
     ...secure,
-    // The guest user, from loopback only (the server's default): this node listens on 127.0.0.1 alone.
+    // The guest user, from loopback only (the server's default) — unless the node listens elsewhere: a private
+    // test node on a test bridge's address (network namespaces with no route out).
+    ...(address.host === HOST ? [] : ['loopback_users = none']),
     // One message size limit across brokers (NATS' max_payload): publishers refuse larger ones before sending.
     'max_message_size = 1048576',
     '',

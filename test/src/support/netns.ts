@@ -27,6 +27,8 @@ export interface Netns {
   readonly host: string;
   /** `pbx<N>-<role>` for each role given to createNetns. */
   name(role: string): string;
+  /** The role's own address (what a server sees as its client's, e.g. in pg_stat_activity). */
+  address(role: string): string;
   /** Cuts the role off from the servers on these ports, in the given mode (adds to any cut in place). */
   cut(role: string, ports: number[], mode: CutMode): Promise<void>;
   /** Removes these cuts of the role, leaving its others. */
@@ -143,6 +145,10 @@ export async function createNetns(roles: string[]): Promise<Netns> {
   const netns: Netns = {
     host,
     name: nsName,
+    address: (role) => {
+      nsName(role);
+      return `10.231.${n}.${10 + roles.indexOf(role)}`;
+    },
     async cut(role, ports, mode) {
       if (ports.length === 0) throw new Error('cut: no ports');
       await nft(role, ['add', 'element', 'inet', 'pbxfault', SETS[mode], `{ ${ports.join(', ')} }`], `cut ${mode}`);

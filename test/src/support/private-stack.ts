@@ -314,6 +314,7 @@ async function startRabbitmq(stack: PrivateStack): Promise<void> {
     path.join(stack.home, 'q'),
     ports,
     tls ? { material: tls, port: stack.tlsPorts!.rabbitmq! } : undefined,
+    stack.host,
   );
   epmdPorts.set(stack.rabbitmq, ports.epmd);
   await restart(stack.rabbitmq);
