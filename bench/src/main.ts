@@ -6,7 +6,7 @@ import { readEnvironment } from './environment.ts';
 import { HELP, parseOptions, type BenchOptions } from './options.ts';
 import { plan } from './plan.ts';
 import { markdownTable, Report, textTable } from './report.ts';
-import { cleanupAll } from './support.ts';
+import { cleanupAll, useKafkaBrokers } from './support.ts';
 import { profileRolesInto, stopAllRoles } from './workload/processes.ts';
 
 async function main(argv: string[]): Promise<number> {
@@ -23,7 +23,11 @@ async function main(argv: string[]): Promise<number> {
   // `npm start`); spawned roles are told their broker each (workload/processes.ts), never by this process' env.
   for (const broker of options.brokers) {
     process.env.POSTBOX_BROKER = broker;
-    await stackUp({ log: (line) => process.stderr.write(`${line}\n`) });
+    const env = await stackUp({
+      log: (line) => process.stderr.write(`${line}\n`),
+      ...(broker === 'kafka' ? { kafkaBrokers: options.kafkaBrokers } : {}),
+    });
+    if (broker === 'kafka' && options.kafkaBrokers > 1) await useKafkaBrokers(env.KAFKA_BROKERS, options.kafkaBrokers);
   }
   delete process.env.POSTBOX_BROKER;
   const started = performance.now();

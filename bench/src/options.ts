@@ -36,6 +36,8 @@ export interface BenchOptions {
    * @defaultValue ['kafka']
    */
   brokers: BenchBroker[];
+  /** 1: the stack's single broker; 3: its KRaft cluster (`stack up --kafka-brokers 3`). @defaultValue 1 */
+  kafkaBrokers: number;
   /** Relay and raw claim batch size. @defaultValue 500 */
   batch: number;
   /**
@@ -93,6 +95,8 @@ options:
   --broker B        brokers of the relay and drain scenarios: kafka, nats, rabbitmq or several, e.g.
                     kafka,nats,rabbitmq (default kafka); the stack starts each one's server, and each is measured
                     beside its raw client's publish and consume rates
+  --kafka-brokers N 1 (default) or 3: the stack's Kafka is one broker, or a KRaft cluster of three (topics with
+                    replication factor 3, min.insync.replicas 2, acks=all): the figures then include replication
   --batch B         relay and raw claim batch (default 500)
   --backlog N       backlog events (default 2000000; quick 1000000; a 10M run: --backlog 10000000 alone)
   --per-day N       events per simulated day of the retention scenario (default 20000; quick 1000)
@@ -124,6 +128,7 @@ export function parseOptions(argv: string[]): Parsed {
       partitions: { type: 'string' },
       threads: { type: 'string' },
       broker: { type: 'string' },
+      'kafka-brokers': { type: 'string' },
       batch: { type: 'string' },
       backlog: { type: 'string' },
       aggregates: { type: 'string' },
@@ -148,6 +153,8 @@ export function parseOptions(argv: string[]): Parsed {
     values.threads === undefined ? [0, 1, 2, 4] : values.threads.split(',').map((t) => int(t, 'threads', 0, 16));
   const events = int(values.events, 'events', 100, 100_000_000, quick ? 20_000 : 100_000);
   const brokers = (values.broker ?? 'kafka').split(',').map((b) => b.trim().toLowerCase());
+  const kafkaBrokers = int(values['kafka-brokers'], 'kafka-brokers', 1, 3, 1);
+  if (kafkaBrokers === 2) throw new Error('--kafka-brokers takes 1 or 3 (a cluster of three), got 2');
   for (const b of brokers)
     if (!(BENCH_BROKERS as readonly string[]).includes(b))
       throw new Error(`--broker takes ${BENCH_BROKERS.join(', ')} or several (comma-separated), got "${b}"`);
@@ -162,6 +169,7 @@ export function parseOptions(argv: string[]): Parsed {
       partitions: int(values.partitions, 'partitions', 1, 1000, 12),
       threads,
       brokers: [...new Set(brokers)] as BenchOptions['brokers'],
+      kafkaBrokers,
       batch: int(values.batch, 'batch', 1, 10_000, 500),
       backlogEvents: int(values.backlog, 'backlog', 1000, 100_000_000, quick ? 1_000_000 : 2_000_000),
       retentionEventsPerDay: int(values['per-day'], 'per-day', 10, 10_000_000, quick ? 1000 : 20_000),

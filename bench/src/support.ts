@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { migrateDemo } from '@postbox/api/demo';
 import { connect, migrate, type Sql } from '@postbox/engine';
-import { createKafka, parseBrokers, type KafkaConnection } from '@postbox/engine/kafka';
+import { createKafka, ensureTopics, parseBrokers, type KafkaConnection } from '@postbox/engine/kafka';
 import {
   connectNats,
   ensureStreams,
@@ -14,6 +14,28 @@ import { stackEnv } from '@postbox/stack';
 
 export const stack = stackEnv();
 export const kafka: KafkaConnection = { brokers: parseBrokers(stack.KAFKA_BROKERS), clientId: 'postbox-bench' };
+
+/**
+ * Points the run at other Kafka brokers (the stack's cluster, `--kafka-brokers 3`): this process's clients and
+ * every role it spawns afterwards; refuses unless `expected` brokers are live there.
+ */
+export async function useKafkaBrokers(list: string, expected: number): Promise<void> {
+  stack.KAFKA_BROKERS = list;
+  kafka.brokers = parseBrokers(list);
+  process.env.KAFKA_BROKERS = list;
+  // A KAFKA_BROKERS set in the environment wins over the stack's cluster: figures labelled replicated must be.
+  const admin = createKafka(kafka).admin();
+  try {
+    await admin.connect();
+    const live = (await admin.describeCluster()).brokers.length;
+    if (live !== expected)
+      throw new Error(
+        `bench: --kafka-brokers ${expected}, but ${list} has ${live} live broker(s) (unset KAFKA_BROKERS?)`,
+      );
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
 export const nats: NatsConnectionOptions = { servers: parseNatsServers(stack.NATS_URL), name: 'postbox-bench' };
 
 /** A migrated database of its own for one measurement, dropped by drop() (and by the suite's cleanup). */
@@ -84,21 +106,16 @@ async function withAdmin<T>(fn: (admin: Sql) => Promise<T>, what: string): Promi
 
 export const redact = (url: string) => url.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
 
-/** A topic of its own, deleted by deleteTopic() (and by the suite's cleanup). */
+/**
+ * A topic of its own, deleted by deleteTopic() (and by the suite's cleanup). Replicated on every live broker, at
+ * most 3 (as Postbox's ensureTopics does): on a cluster the figures include replication.
+ */
 export async function benchTopic(prefix: string, partitions: number): Promise<string> {
   const topic = `bench.${prefix}.${randomBytes(4).toString('hex')}`;
-  const admin = createKafka(kafka).admin();
-  try {
-    await admin.connect();
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
-    });
-  } catch (cause) {
+  // Postbox's own creation: replicas from the live brokers (at most 3), leaders awaited across a cluster.
+  await ensureTopics(kafka, [{ topic, partitions }]).catch((cause: unknown) => {
     throw new Error(`bench: could not create topic ${topic} on ${kafka.brokers.join(',')}`, { cause });
-  } finally {
-    await admin.disconnect().catch(() => {});
-  }
+  });
   liveTopics.add(topic);
   return topic;
 }

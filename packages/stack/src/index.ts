@@ -14,6 +14,17 @@ import { StackError } from './errors.ts';
 import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
 import { kafkaAnswers, kafkaService, kafkaTlsEnv, KAFKA_BROKERS, KAFKA_TLS_PORT } from './kafka.ts';
+import { stackClusterIdFile } from './kafka-cluster.ts';
+import {
+  CLUSTER_SIZE,
+  CLUSTER_URL,
+  clusterServices,
+  isClusterNode,
+  kafkaBrokerCount,
+  label,
+  onePerCluster,
+  runningClusterSize,
+} from './stack-cluster.ts';
 import { natsAnswers, natsService, NATS_URL } from './nats.ts';
 import { rabbitmqAnswers, rabbitmqService, RABBITMQ_URL } from './rabbitmq.ts';
 import { canConnect, formatAddress, waitUntil } from './ports.ts';
@@ -31,6 +42,13 @@ export {
   privateRedis,
   type PrivateServer,
 } from './private.ts';
+export {
+  privateKafkaCluster,
+  type PartitionHealth,
+  type PrivateClusterNode,
+  type PrivateClusterOptions,
+  type PrivateKafkaCluster,
+} from './private-cluster.ts';
 export { natsAnswers, natsPermissionsFile, natsTlsUrl } from './nats.ts';
 export {
   ensureTlsMaterial,
@@ -90,23 +108,39 @@ export function stackEnv(): StackEnv {
   };
 }
 
+/** stackEnv(), with the cluster's three addresses as KAFKA_BROKERS when the stack runs one (and none is set). */
+function stackEnvFor(brokers: number): StackEnv {
+  const env = stackEnv();
+  return brokers > 1 && !process.env.KAFKA_BROKERS ? { ...env, KAFKA_BROKERS: CLUSTER_URL } : env;
+}
+
 /**
  * Starts what is not running. `tls`: makes the stack's TLS material first (once) and restarts a running server
  * that does not serve TLS yet; once made, the material stays in use by every later `up` (until `down --purge`).
+ * `kafkaBrokers` 3: a KRaft cluster of three nodes (kafka-1..3, one cluster id in <home>/kafka-cluster.id) instead
+ * of the single broker; it has no TLS listener, so `tls` is refused with it.
  */
 export async function stackUp(
-  opts: { quiet?: boolean; log?: (line: string) => void; tls?: boolean } = {},
+  opts: { quiet?: boolean; log?: (line: string) => void; tls?: boolean; kafkaBrokers?: number } = {},
 ): Promise<StackEnv> {
   const log = opts.quiet ? () => {} : (opts.log ?? console.log);
-  const env = stackEnv();
+  const brokers = kafkaBrokerCount(opts.kafkaBrokers);
+  if (brokers > 1 && opts.tls)
+    throw new StackError(
+      'bad_config',
+      `--tls goes with one Kafka broker only: the ${brokers}-broker cluster has no TLS listeners; drop --tls or --kafka-brokers`,
+    );
+  const env = stackEnvFor(brokers);
   const material = opts.tls ? await ensureTlsMaterial(tlsDir(home())) : await readTlsMaterial(tlsDir(home()));
-  const services = localServices({}, material);
+  // PostgreSQL and Redis keep TLS made by an earlier `up --tls`; the cluster's nodes have no TLS listener.
+  const services = localServices({ kafkaBrokers: brokers }, material);
   if (opts.tls)
     await restartWithoutTls(
       services.filter((s) => !isExternal(s)),
       log,
     );
-  const external = services.filter(isExternal);
+  // A cluster named by KAFKA_BROKERS is checked once, not once per node.
+  const external = services.filter((s) => isExternal(s) && onePerCluster(s));
   const local = services.filter((s) => !isExternal(s));
   if (local.length === 0)
     log('DATABASE_URL, REDIS_URL and KAFKA_BROKERS are set: starting nothing, checking they answer');
@@ -127,7 +161,7 @@ async function startLocal(services: LocalService[], log: (line: string) => void)
     services.map(async (service) => {
       const { state, pid } = await ensureUp(service, START_TIMEOUT_MS);
       const detail = state === 'started' ? `(data: ${service.dataDir})` : `(pid ${pid}, data: ${service.dataDir})`;
-      log(line(service.name, state, formatAddress(service.address), detail));
+      log(line(label(service), state, formatAddress(service.address), detail));
     }),
   );
   throwAll(results);
@@ -144,7 +178,7 @@ async function checkExternal(service: LocalService, target: string, log: (line: 
   } catch (err) {
     throw new StackError('not_answering', (err as Error).message, { cause: (err as Error).cause ?? err });
   }
-  log(line(service.name, 'external', redactUrl(target), `(from ${service.envVar})`));
+  log(line(label(service), 'external', redactUrl(target), `(from ${service.envVar})`));
 }
 
 /** A running server of ours started before the TLS material existed is stopped here, so `up` starts it with TLS. */
@@ -195,50 +229,70 @@ export async function stackDown(opts: { purge?: boolean; log?: (line: string) =>
         localServices({ everyBroker: true }).map(async (service) => {
           const pid = await ensureDown(service);
           if (opts.purge) await service.purge();
+          // A home that never ran a cluster hears nothing about one.
+          if (pid === undefined && !opts.purge && isClusterNode(service)) return;
           const what = pid === undefined ? 'not running' : 'stopped';
           const notes = [pid === undefined ? '' : `pid ${pid}`, opts.purge ? `deleted ${service.dataDir}` : ''];
           const detail = notes.some(Boolean) ? `(${notes.filter(Boolean).join(', ')})` : '';
-          log(line(service.name, what, formatAddress(service.address), detail));
+          log(line(label(service), what, formatAddress(service.address), detail));
         }),
       ),
     );
-    if (opts.purge) await fs.rm(tlsDir(home()), { recursive: true, force: true });
+    if (opts.purge) {
+      await fs.rm(tlsDir(home()), { recursive: true, force: true });
+      await fs.rm(stackClusterIdFile(stackPaths(home())), { force: true });
+    }
   });
 }
 
-export async function stackStatus(): Promise<{
+/**
+ * Each server and the env to export. `kafkaBrokers` unsaid: the cluster's nodes when one of them runs (after
+ * `up --kafka-brokers 3`), else the single broker.
+ */
+export async function stackStatus(opts: { kafkaBrokers?: number } = {}): Promise<{
   services: Array<{ name: string; running: boolean; pid?: number; address: string }>;
   env: StackEnv;
 }> {
-  const env = stackEnv();
+  const brokers =
+    opts.kafkaBrokers === undefined
+      ? await runningClusterSize(stackPaths(home()))
+      : kafkaBrokerCount(opts.kafkaBrokers);
+  const env = stackEnvFor(brokers);
   const services = await Promise.all(
-    localServices().map(async (service) => {
+    localServices({ kafkaBrokers: brokers }).map(async (service) => {
       if (isExternal(service)) {
         const target = env[service.envVar];
         const running = await answers(service, target).then(
           () => true,
           () => false,
         );
-        return { name: service.name, running, address: redactUrl(target) };
+        return { name: label(service), running, address: redactUrl(target) };
       }
-      return { name: service.name, ...(await localStatus(service)), address: formatAddress(service.address) };
+      return { name: label(service), ...(await localStatus(service)), address: formatAddress(service.address) };
     }),
   );
   return { services, env };
 }
 
 /**
- * The servers `up` starts: PostgreSQL, Redis, Kafka, and NATS when POSTBOX_BROKER=nats. Kafka stays in every set
- * until the relay and consumers select their broker end to end. `down` stops every broker of ours that runs,
- * whatever POSTBOX_BROKER says now.
+ * The servers `up` starts: PostgreSQL, Redis, Kafka (one broker, or the nodes of a `kafkaBrokers` cluster), and
+ * NATS when POSTBOX_BROKER=nats. Kafka stays in every set until the relay and consumers select their broker end to
+ * end. `down` stops every broker of ours that runs — the single one and a cluster's nodes — whatever POSTBOX_BROKER
+ * says now.
  */
-function localServices(options: { everyBroker?: boolean } = {}, tls?: TlsMaterial): LocalService[] {
+function localServices(
+  options: { everyBroker?: boolean; kafkaBrokers?: number } = {},
+  tls?: TlsMaterial,
+): LocalService[] {
   const paths = stackPaths(home());
-  const services = [
+  const brokers = options.kafkaBrokers ?? 1;
+  const services: LocalService[] = [
     postgresService(paths, undefined, [], tls),
     redisService(paths, undefined, tls ? { material: tls, port: REDIS_TLS_PORT } : undefined),
-    kafkaService(paths, undefined, '', tls ? { material: tls, port: KAFKA_TLS_PORT } : undefined),
   ];
+  if (brokers === 1 || options.everyBroker)
+    services.push(kafkaService(paths, undefined, '', tls ? { material: tls, port: KAFKA_TLS_PORT } : undefined));
+  if (brokers > 1 || options.everyBroker) services.push(...clusterServices(paths, CLUSTER_SIZE));
   if (options.everyBroker || chosenBroker() === 'nats') services.push(natsService(paths));
   if (options.everyBroker || chosenBroker() === 'rabbitmq') services.push(rabbitmqService(paths));
   return services;

@@ -5,14 +5,20 @@ import { StackError } from './errors.ts';
 import { canConnect, formatAddress, type HostPort } from './ports.ts';
 import { requireExecutable, requireExecutables } from './prerequisites.ts';
 import { fileExists, ownedPid, run, spawnDetached, terminate } from './process.ts';
+import { ensureJars, jarsCached } from './kafka-jars.ts';
 import type { StackPaths } from './paths.ts';
 import type { LocalService } from './service.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { TLS_HOST, type KafkaRoleUser, type TlsMaterial } from './tls.ts';
+import {
+  clusterIdOf,
+  CLUSTER_JVM_OPTIONS,
+  kafkaNodeAnswers,
+  replicationProperties,
+  type KafkaClusterNode,
+} from './kafka-cluster.ts';
 
-/** 3.9.x: kafkajs still speaks its protocol versions (Kafka 4.0 removed old ones, KIP-896). */
-const KAFKA_VERSION = '3.9.1';
 const ADDRESS: HostPort = { host: '127.0.0.1', port: 19092 };
 const CONTROLLER: HostPort = { host: '127.0.0.1', port: 19093 };
 
@@ -31,12 +37,15 @@ export interface KafkaPorts {
  * The stack's broker; a private one (stack/private.ts) passes its own paths, ports and extra server properties.
  * With TLS material it also has a SASL_SSL listener on `tls.port` (SCRAM-SHA-256, the material's user, advertised
  * as the certificate's host name); the controller and the broker's own traffic stay on their plain listeners.
+ * With `node` it is one node of a cluster (kafka-cluster.ts): its id, the shared voters and cluster id, replicated
+ * internal topics and smaller JVMs; `paths` are then the node's own (kafkaNodePaths).
  */
 export function kafkaService(
   paths: StackPaths,
   ports: KafkaPorts = { broker: ADDRESS, controller: CONTROLLER },
   extraProperties = '',
   tls?: { material: TlsMaterial; port: number },
+  node?: KafkaClusterNode,
 ): LocalService {
   const { kafka } = paths;
   const keystore = path.join(kafka.dir, 'keystore.pem');
@@ -62,15 +71,16 @@ export function kafkaService(
     start: async () => {
       const java = await requireExecutable('java');
       await fs.mkdir(kafka.data, { recursive: true });
-      if (!(await jarsCached(paths))) await downloadJars(paths);
+      await ensureJars(paths);
       const listener = tls ? tlsListener(tls.port, keystore, tls.material) : '';
       if (tls) await writeKeystore(tls.material, keystore);
-      await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties, listener));
+      await fs.writeFile(kafka.serverProperties, serverProperties(paths, ports, extraProperties, listener, node));
       await fs.writeFile(kafka.log4jProperties, log4jProperties(paths));
       if (!(await fileExists(kafka.metaProperties))) {
         const tool = [log4j, '-cp', classpath, 'kafka.tools.StorageTool'];
-        const { stdout } = await run(java, [...tool, 'random-uuid'], { timeoutMs: 60_000 });
-        const clusterId = stdout.trim().split('\n').at(-1) ?? '';
+        const clusterId = node
+          ? await clusterIdOf(node.clusterIdFile)
+          : ((await run(java, [...tool, 'random-uuid'], { timeoutMs: 60_000 })).stdout.trim().split('\n').at(-1) ?? '');
         // A new cluster gets the SCRAM user in its first metadata (KIP-900); an existing one in ready().
         const scram = tls ? scramUsers(tls.material).flatMap((u) => ['--add-scram', scramCredential(u)]) : [];
         await run(java, [...tool, 'format', '-t', clusterId, '-c', kafka.serverProperties, ...scram], {
@@ -83,9 +93,7 @@ export function kafkaService(
       const pid = spawnDetached(
         java,
         [
-          '-Xms256m',
-          '-Xmx768m',
-          '-XX:+UseG1GC',
+          ...(node ? CLUSTER_JVM_OPTIONS : ['-Xms256m', '-Xmx768m', '-XX:+UseG1GC']),
           '-Djava.awt.headless=true',
           log4j,
           '-cp',
@@ -99,7 +107,7 @@ export function kafkaService(
       await fs.writeFile(kafka.pidFile, `${pid}\n`);
     },
     ready: async () => {
-      await kafkaAnswers([url]);
+      await (node ? kafkaNodeAnswers(url, node.id) : kafkaAnswers([url]));
       if (tls) await ensureScramUser(tls.material, url, classpath, log4j, scramMarker);
     },
     stop: async (pid) => {
@@ -145,59 +153,6 @@ export async function kafkaAnswers(brokers: string[]): Promise<void> {
   }
 }
 
-async function jarsCached({ kafka }: StackPaths): Promise<boolean> {
-  const marker = await fs.readFile(kafka.libsMarker, 'utf8').catch(() => '');
-  return marker.trim() === KAFKA_VERSION;
-}
-
-/** The broker's jars from Maven Central, once; the marker is written last so an interrupted download repeats. */
-async function downloadJars({ kafka }: StackPaths): Promise<void> {
-  const mvn = await requireExecutable('mvn');
-  await fs.rm(kafka.libs, { recursive: true, force: true });
-  await fs.writeFile(kafka.pom, pom());
-  await run(
-    mvn,
-    [
-      '-q',
-      '-B',
-      '-f',
-      kafka.pom,
-      'dependency:copy-dependencies',
-      `-DoutputDirectory=${kafka.libs}`,
-      '-DincludeScope=runtime',
-    ],
-    { cwd: kafka.dir, timeoutMs: 10 * 60_000 },
-  ).catch((err: unknown) => {
-    throw new StackError('start_failed', `downloading Kafka ${KAFKA_VERSION} jars with mvn failed`, { cause: err });
-  });
-  await fs.writeFile(kafka.libsMarker, `${KAFKA_VERSION}\n`);
-}
-
-function pom(): string {
-  return `<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by \`postbox stack up\`: only used to fetch the Kafka broker's jars into ./libs. -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>dev.postbox.stack</groupId>
-  <artifactId>kafka-libs</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
-      <version>${KAFKA_VERSION}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.slf4j</groupId>
-      <artifactId>slf4j-reload4j</artifactId>
-      <version>1.7.36</version>
-    </dependency>
-  </dependencies>
-</project>
-`;
-}
-
 /** The SASL_SSL listener's lines (server.properties), or none. */
 interface TlsListener {
   listener: string;
@@ -231,21 +186,24 @@ function scramUsers(material: TlsMaterial): Array<{ username: string; password: 
   return [material.kafka, ...Object.values(material.kafkaRoles)];
 }
 
-function serverProperties({ kafka }: StackPaths, ports: KafkaPorts, extra: string, tls: TlsListener | ''): string {
+function serverProperties(
+  { kafka }: StackPaths,
+  ports: KafkaPorts,
+  extra: string,
+  tls: TlsListener | '',
+  node: KafkaClusterNode | undefined,
+): string {
   return `# Written by \`postbox stack up\` on every start; edit kafka.ts instead.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@${formatAddress(ports.controller)}
+node.id=${node?.id ?? 1}
+controller.quorum.voters=${node?.voters ?? `1@${formatAddress(ports.controller)}`}
 listeners=PLAINTEXT://${formatAddress(ports.broker)},CONTROLLER://${formatAddress(ports.controller)}${tls ? tls.listener : ''}
 advertised.listeners=PLAINTEXT://${formatAddress(ports.advertised ?? ports.broker)}${tls ? tls.advertised : ''}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${tls ? ',SASL_SSL:SASL_SSL' : ''}
 ${tls ? tls.properties : ''}log.dirs=${kafka.data}
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-# Postbox creates its topics explicitly; a typo must fail, not create a topic.
+${replicationProperties(node)}# Postbox creates its topics explicitly; a typo must fail, not create a topic.
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 num.partitions=1

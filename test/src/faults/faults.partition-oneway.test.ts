@@ -1,4 +1,4 @@
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
@@ -42,6 +42,11 @@ before(async () => {
   netns = await createNetns(['w', 'r', 'c']);
   stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
   db = await freshDatabase('pbpo', stack.urls.DATABASE_URL!);
+});
+
+// Each scenario's processes end with it: relays left running would hold the next scenario's lanes.
+afterEach(async () => {
+  for (const p of pipelines.splice(0)) await p.stopAll();
 });
 
 after(async () => {

@@ -1,4 +1,4 @@
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
@@ -31,6 +31,11 @@ before(async () => {
   netns = await createNetns(['w', 'r1', 'r2', 'c']);
   stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
   db = await freshDatabase('pbpr', stack.urls.DATABASE_URL!);
+});
+
+// Each scenario's processes end with it: relays left running would hold the next scenario's lanes.
+afterEach(async () => {
+  for (const p of pipelines.splice(0)) await p.stopAll();
 });
 
 after(async () => {
@@ -185,6 +190,7 @@ test('relay cut from the broker (silent), PostgreSQL reachable: sends of unknown
            count(*) FILTER (WHERE last_error IS NOT NULL)::int AS errors
     FROM message_outbox`;
   assert.ok(during!.pending > 0, 'rows wait while the only relay cannot reach the broker');
+  assert.ok(during!.errors > 0, 'sends into the cut came back unknown or failed, and were rescheduled');
   assertAlive([writer, r1, consumer], 'while r1 was cut from the broker');
   await netns.heal('r1');
   await sleep(3000);

@@ -6,33 +6,59 @@ import { stack } from './stack.ts';
  * An independent Kafka client for assertions: plain kafkajs, none of Postbox's code, so a test reads what is
  * really on the topic.
  */
-const kafka = () =>
-  new Kafka({ clientId: 'postbox-test-reader', brokers: stack.KAFKA_BROKERS.split(','), logLevel: logLevel.NOTHING });
+const kafka = (brokers = stack.KAFKA_BROKERS) =>
+  new Kafka({ clientId: 'postbox-test-reader', brokers: brokers.split(','), logLevel: logLevel.NOTHING });
 
 export function uniqueTopic(prefix = 'test'): string {
   return `${prefix}.${randomBytes(5).toString('hex')}`;
 }
 
-/** A topic of `partitions` partitions; `config` sets topic settings (retention.ms, cleanup.policy …). */
+/**
+ * A topic of `partitions` partitions; `config` sets topic settings (retention.ms, cleanup.policy …). On the shared
+ * stack's broker unless `brokers` names others (a private cluster); `replicationFactor` defaults to the live
+ * brokers, at most 3, as Postbox's own topic creation does (ensureTopics).
+ */
 export async function createTopic(
   topic: string,
   partitions: number,
   config: Record<string, string> = {},
+  options: { brokers?: string; replicationFactor?: number } = {},
 ): Promise<void> {
-  const admin = kafka().admin();
+  const admin = kafka(options.brokers).admin();
   await admin.connect();
   try {
+    const replicationFactor = options.replicationFactor ?? Math.min(3, (await admin.describeCluster()).brokers.length);
     await admin.createTopics({
-      waitForLeaders: true,
+      // kafkajs bails when the one broker it asks has not learnt of the topic yet (a cluster's usual lag).
+      waitForLeaders: false,
       topics: [
         {
           topic,
           numPartitions: partitions,
-          replicationFactor: 1,
+          replicationFactor,
           configEntries: Object.entries(config).map(([name, value]) => ({ name, value })),
         },
       ],
     });
+  } finally {
+    await admin.disconnect();
+  }
+  await Promise.all((options.brokers ?? stack.KAFKA_BROKERS).split(',').map((b) => knownTo(b, topic, partitions)));
+}
+
+/** Waits until the broker at `address` serves `topic` with a leader for each of its partitions. */
+async function knownTo(address: string, topic: string, partitions: number, timeoutMs = 30_000): Promise<void> {
+  const admin = kafka(address).admin();
+  await admin.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const meta = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => null);
+      const p = meta?.topics[0]?.partitions ?? [];
+      if (p.length === partitions && p.every((x) => x.leader >= 0)) return;
+      if (Date.now() > deadline) throw new Error(`${address} does not serve ${topic} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   } finally {
     await admin.disconnect();
   }

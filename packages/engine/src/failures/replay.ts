@@ -3,7 +3,7 @@ import { newEventId } from '../envelope/event-id.ts';
 import { neutralHeaders } from '../envelope/headers.ts';
 import type { PayloadKeyRing } from '../crypto/payload-keys.ts';
 import { openFailure } from '../crypto/row-seal.ts';
-import { ConfigError, PayloadKeyError } from '../errors.ts';
+import { ConfigError, PayloadKeyError, PostboxError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import {
   aggregateState,
@@ -14,7 +14,7 @@ import {
 } from '../queries/failure-list.ts';
 import { scheduleRetry } from '../queries/retry-ledger.ts';
 import { storeRecord } from '../records/stored-record.ts';
-import type { RetryScheduler } from '../ports/retry-scheduler.ts';
+import type { RetryJob, RetryScheduler } from '../ports/retry-scheduler.ts';
 import { failpoint } from '../testing/failpoint.ts';
 import { ATTR, POSTBOX_ATTR } from '../telemetry/attributes.ts';
 import { creationLink } from '../telemetry/trace-context.ts';
@@ -89,6 +89,23 @@ export async function replayFailures(
     [POSTBOX_ATTR.actor]: request.actor,
     [ATTR.batchCount]: candidates.length,
   };
+  // The ledger row is the replay; the scheduler's job only its alarm. Once a consumer's Redis is found away (a
+  // call failed by its deadline) the rest of its items go on the ledger without waiting for it again: the retry
+  // reconciliation enqueues their jobs when Redis is back.
+  const away = new Set<string>();
+  const alarmFor =
+    (consumer: string): Alarm =>
+    async (job) => {
+      if (away.has(consumer)) return false;
+      try {
+        await schedulerFor!(consumer).schedule(job);
+        return true;
+      } catch (cause) {
+        if (!(cause instanceof PostboxError) || cause.code !== 'scheduler_unavailable') throw cause;
+        away.add(consumer);
+        return false;
+      }
+    };
   return inSpan('replay', { attributes }, async (span) => {
     const items: ReplayItem[] = [];
     let slot = 0;
@@ -115,7 +132,7 @@ export async function replayFailures(
       items.push(
         await scheduleReplay(
           sql,
-          schedulerFor!(failure.consumer_name),
+          alarmFor(failure.consumer_name),
           failure,
           check,
           request,
@@ -187,9 +204,12 @@ async function verdictOf(sql: Sql, f: FailureDetail): Promise<ReplayItem> {
   };
 }
 
+/** Sets a retry's alarm; false when the scheduler is away (the ledger row stands, reconciliation arms it). */
+type Alarm = (job: RetryJob) => Promise<boolean>;
+
 async function scheduleReplay(
   sql: Sql,
-  scheduler: RetryScheduler,
+  alarm: Alarm,
   f: FailureDetail,
   check: ReplayItem,
   request: ReplayRequest,
@@ -254,12 +274,15 @@ async function scheduleReplay(
   });
   if (!dueAt) return { ...check, verdict: 'not_replayable', detail: 'failure changed while replaying' };
   failpoint('replay.mid-batch');
-  await scheduler.schedule({
+  const armed = await alarm({
     consumer: f.consumer_name,
     eventId,
     attempt: 1,
     dueAt: dueAt.getTime(),
     ...(traceparent ? { traceparent } : {}),
   });
-  return { ...check, verdict: 'scheduled', replayEventId: eventId, dueAt, detail: check.detail };
+  const detail = armed
+    ? check.detail
+    : [check.detail, 'Redis unreachable: the retry reconciliation enqueues its job'].filter(Boolean).join('; ');
+  return { ...check, verdict: 'scheduled', replayEventId: eventId, dueAt, detail };
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { PrivateServer } from '@postbox/stack';
@@ -6,6 +7,9 @@ import { alive, type Pipeline, stopGracefully } from '../../support/pipeline.ts'
 import { restart, type PrivateStack } from '../../support/private-stack.ts';
 import type { RoleProcess } from '../../support/processes.ts';
 import type { FaultKind, PlannedFault, Role } from './fault-schedule.ts';
+
+/** How long one `postbox failures replay` may run: a few seconds of work, Redis or PostgreSQL away included. */
+const REPLAY_DEADLINE_MS = 120_000;
 
 const exec = promisify(execFile);
 
@@ -154,7 +158,7 @@ export class SoakFaults {
       }
       case 'replay':
         await this.#s.p.sql`UPDATE test_handler_control SET fail_aggregates = '{}'`;
-        await this.replayOpen();
+        await this.replayOpen({ servicesMayBeAway: true });
         return;
       default:
         throw new Error(`the single-broker soak cannot heal ${f.kind}`);
@@ -172,15 +176,31 @@ export class SoakFaults {
     return r!.n;
   }
 
-  /** `postbox failures replay` of the open failures, if any; a replay that fails is a finding. */
-  async replayOpen(): Promise<number> {
+  /**
+   * `postbox failures replay` of the open failures, if any. It must end by itself within REPLAY_DEADLINE_MS: a
+   * replay that hangs is a finding. A replay that fails is one too — unless `servicesMayBeAway` (another fault may
+   * have Redis or PostgreSQL away) and it says so: then what it did not schedule stays open for the next replay.
+   */
+  async replayOpen(o: { servicesMayBeAway?: boolean } = {}): Promise<number> {
     const open = await this.openFailures();
     if (open === 0) return 0;
     const run = this.#s.p.replay();
-    const code = await run.exited;
+    const code = await Promise.race([
+      run.exited,
+      sleep(REPLAY_DEADLINE_MS, undefined, { ref: false }).then(() => 'hung' as const),
+    ]);
+    if (code === 'hung') {
+      run.kill('SIGKILL');
+      throw new Error(`failures replay still ran after ${REPLAY_DEADLINE_MS} ms:\n${run.output().slice(-3000)}`);
+    }
     this.replays.push({ code, output: run.output() });
-    if (code !== 0) throw new Error(`failures replay exited ${code}:\n${run.output().slice(-3000)}`);
-    return open;
+    if (code === 0) return open;
+    if (
+      o.servicesMayBeAway &&
+      /scheduler_unavailable|ECONNREFUSED|CONNECT_TIMEOUT|connection (?:timeout|refused)/i.test(run.output())
+    )
+      return 0;
+    throw new Error(`failures replay exited ${code}:\n${run.output().slice(-3000)}`);
   }
 
   /**

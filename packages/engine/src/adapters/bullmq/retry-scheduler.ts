@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { redisConnection } from './redis-connection.ts';
 import type { RetryJob, RetryScheduler } from '../../ports/retry-scheduler.ts';
 import { closeQuietly } from './close-quietly.ts';
+import { withinRedisDeadline } from './redis-deadline.ts';
 
 /** Where the alarms live and how many run at once. */
 export interface BullmqRetrySchedulerOptions {
@@ -13,6 +14,8 @@ export interface BullmqRetrySchedulerOptions {
   queueName?: string;
   /** Due retries processed at once by this process. @defaultValue 1 */
   concurrency?: number;
+  /** How long a queue call (schedule, ensure, has, count) may wait for Redis. @defaultValue 10000 */
+  commandTimeoutMs?: number;
 }
 
 const LIVE = new Set(['delayed', 'waiting', 'active', 'prioritized', 'waiting-children']);
@@ -63,15 +66,27 @@ export class BullmqRetryScheduler implements RetryScheduler {
       dueAt: job.dueAt,
       ...(job.traceparent ? { traceparent: job.traceparent } : {}),
     };
-    await this.#queue.add('retry', data, {
-      jobId: retryJobId(job),
-      delay: Math.max(0, job.dueAt - Date.now()),
-      removeOnComplete: true,
-      removeOnFail: 1000,
-      // A processor that could not reach PostgreSQL tries again; after that, reconciliation finds the row overdue.
-      attempts: 3,
-      backoff: { type: 'exponential', delay: 2000 },
-    });
+    await this.#within(
+      this.#queue.add('retry', data, {
+        jobId: retryJobId(job),
+        delay: Math.max(0, job.dueAt - Date.now()),
+        removeOnComplete: true,
+        removeOnFail: 1000,
+        // A processor that could not reach PostgreSQL tries again; after that, reconciliation finds the row overdue.
+        attempts: 3,
+        backoff: { type: 'exponential', delay: 2000 },
+      }),
+      `scheduling retry ${retryJobId(job)}`,
+    );
+  }
+
+  #within<T>(call: Promise<T>, what: string): Promise<T> {
+    return withinRedisDeadline(
+      call,
+      this.#options.commandTimeoutMs ?? 10_000,
+      what,
+      () => this.#queueConnection.status !== 'ready',
+    );
   }
 
   /**
@@ -79,26 +94,29 @@ export class BullmqRetryScheduler implements RetryScheduler {
    * missing, is (re)enqueued. Returns whether it had to be.
    */
   async ensure(job: RetryJob): Promise<boolean> {
-    const found = await this.#queue.getJob(retryJobId(job));
-    if (found) {
-      const state = await found.getState();
-      if (LIVE.has(state)) return false;
-      await found.remove().catch(() => {});
-    }
+    const live = await this.#within(this.#live(job, true), `checking retry ${retryJobId(job)}`);
+    if (live) return false;
     await this.schedule(job);
     return true;
   }
 
-  /** Whether the job of this attempt is still waiting, delayed or running. */
-  async has(job: RetryJob): Promise<boolean> {
+  /** Whether the job is live; with `removeDead`, a job that is there but not live is removed. */
+  async #live(job: RetryJob, removeDead: boolean): Promise<boolean> {
     const found = await this.#queue.getJob(retryJobId(job));
     if (!found) return false;
-    return LIVE.has(await found.getState());
+    if (LIVE.has(await found.getState())) return true;
+    if (removeDead) await found.remove().catch(() => {});
+    return false;
+  }
+
+  /** Whether the job of this attempt is still waiting, delayed or running. */
+  has(job: RetryJob): Promise<boolean> {
+    return this.#within(this.#live(job, false), `checking retry ${retryJobId(job)}`);
   }
 
   /** Jobs waiting for their time (for gauges). */
-  async delayedCount(): Promise<number> {
-    return this.#queue.getDelayedCount();
+  delayedCount(): Promise<number> {
+    return this.#within(this.#queue.getDelayedCount(), 'counting delayed retries');
   }
 
   /**

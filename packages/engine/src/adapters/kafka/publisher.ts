@@ -1,5 +1,6 @@
 import { Partitioners, type Message, type Producer, type RecordMetadata } from 'kafkajs';
 import { classifyKafkaError } from './classify.ts';
+import { confirmations } from './confirmations.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 import { toKafkaHeaders } from './headers.ts';
 import { SendQueue } from './send-queue.ts';
@@ -121,7 +122,10 @@ export class KafkaPublisher implements Publisher {
       const error = classifyKafkaError(cause);
       return messages.map(() => ({ ok: false, error }));
     }
-    return confirmations(messages, sent, metadata, this.#chosen);
+    const outcomes = confirmations(messages, sent, metadata, this.#chosen);
+    // A partition the broker did not confirm leaves the producer's sequence numbers for it uncertain.
+    if (outcomes.some((o) => !o.ok)) this.#renew(producer);
+    return outcomes;
   }
 
   async close(): Promise<void> {
@@ -144,23 +148,4 @@ export class KafkaPublisher implements Publisher {
     }
     return this.#connecting.promise;
   }
-}
-
-function confirmations(
-  messages: OutboundMessage[],
-  sent: Message[],
-  metadata: RecordMetadata[],
-  chosen: WeakMap<Message, number>,
-): PublishOutcome[] {
-  const base = new Map<string, bigint>();
-  for (const m of metadata) base.set(`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? '-1'));
-  const seen = new Map<string, bigint>();
-  return messages.map((m, i) => {
-    const partition = chosen.get(sent[i]!)!;
-    const slot = `${m.topic}\u0000${partition}`;
-    const index = seen.get(slot) ?? 0n;
-    seen.set(slot, index + 1n);
-    const offset = (base.get(slot) ?? -1n) + index;
-    return { ok: true, confirmation: { partition, offset: offset.toString() } };
-  });
 }

@@ -73,18 +73,18 @@ export class SendQueue {
       // A send still out at its deadline is abandoned with its producer there, not only once it stalls: the
       // caller treats it as unknown from the deadline on (the relay re-sends it, perhaps from another relay, once
       // its lease has run out), so nothing of it may reach the log later.
-      const byDeadline = deadline - Date.now() < this.#stallMs;
+      const atDeadline = deadline - Date.now() < this.#stallMs;
       let timer: NodeJS.Timeout | undefined;
       const stalled = new Promise<PublishOutcome[]>((resolve) => {
         timer = setTimeout(
           () => {
             send.abandon();
-            const why = byDeadline
+            const why = atDeadline
               ? 'not confirmed by the publish deadline; producer replaced'
               : `the broker did not answer within ${this.#stallMs} ms; producer replaced`;
             resolve(unsent(messages, new BrokerError('publish_timeout', 'unknown', why)));
           },
-          byDeadline ? Math.max(0, deadline - Date.now()) : this.#stallMs,
+          atDeadline ? Math.max(0, deadline - Date.now()) : this.#stallMs,
         );
       });
       try {

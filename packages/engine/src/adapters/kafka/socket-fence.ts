@@ -36,7 +36,10 @@ export class SocketFence {
       ...(typeof ssl === 'object' ? ssl : {}),
       socket: raw,
     };
-    return tls.connect(options, onConnect);
+    const secure = tls.connect(options, onConnect);
+    // The TLS socket kafkajs holds hears of a reset of the raw one late, if at all: it is ended with it.
+    raw.once('close', () => secure.destroy());
+    return secure;
   };
 
   /** Resets every connection of the client (discarding what the kernel still held to send) and any later one. */

@@ -1,0 +1,275 @@
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import kafkajs from 'kafkajs';
+import { kafkaService } from './kafka.ts';
+import {
+  kafkaClusterAnswers,
+  kafkaNodePaths,
+  quorumVoters,
+  stackClusterIdFile,
+  type KafkaClusterNode,
+} from './kafka-cluster.ts';
+import { stackPaths } from './paths.ts';
+import { waitUntil, type HostPort } from './ports.ts';
+import { StackError } from './errors.ts';
+import { findExecutable, requireExecutable } from './prerequisites.ts';
+import { run } from './process.ts';
+import { withSharedJars, wrap, type PrivateServer } from './private.ts';
+
+/** One node of a private cluster: a private server that also knows its node id. */
+export interface PrivateClusterNode extends PrivateServer {
+  /** node.id (1-based), as leaderOf() and controllerLeader() name nodes. */
+  readonly id: number;
+  /** Sends `signal` (SIGKILL unless said) and waits until the process is gone. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts it again after a kill or stop; resolves once the cluster lists it as a live broker. */
+  restart(timeoutMs?: number): Promise<void>;
+}
+
+/** How healthy the partitions of some topics are, as the cluster's metadata says. */
+export interface PartitionHealth {
+  /** Partitions whose ISR is smaller than their replica set. */
+  underReplicated: number;
+  /** Partitions without a leader (-1): neither readable nor writable. */
+  offline: number;
+  /** The smallest ISR among each topic's partitions. */
+  minIsr: Map<string, number>;
+}
+
+/**
+ * A private KRaft cluster of `brokers` combined broker+controller nodes on free loopback ports, for tests that kill,
+ * stop or pause its nodes (the stack's own cluster is never touched): the stack's node settings (kafka.ts with a
+ * KafkaClusterNode), one cluster id, static voters, the stack's cached jars. Detached like every private server:
+ * the caller must `stop()` it, kill its pids should the caller die, and remove `home`.
+ */
+export interface PrivateKafkaCluster {
+  readonly home: string;
+  /** KAFKA_BROKERS: every node's address, comma-separated. */
+  readonly url: string;
+  readonly nodes: readonly PrivateClusterNode[];
+  /** Node `id` (1-based). */
+  node(id: number): PrivateClusterNode;
+  /** Starts every node together; resolves once the cluster lists all of them as live brokers. */
+  start(timeoutMs?: number): Promise<void>;
+  /** Resolves once the cluster lists `count` live brokers (all, unless said). */
+  waitForBrokers(count?: number, timeoutMs?: number): Promise<void>;
+  /** The node id leading `partition` of `topic` (-1: none). */
+  leaderOf(topic: string, partition: number): Promise<number>;
+  /**
+   * The node id of the metadata quorum's leader: the active controller (Admin.describeMetadataQuorum), asked
+   * through the nodes `via` (all unless said: a stopped node in the bootstrap list can hang the request).
+   */
+  controllerLeader(via?: number[]): Promise<number>;
+  partitionHealth(topics: string[]): Promise<PartitionHealth>;
+  /** SIGCONT then SIGKILL to every node still running, and waits for each exit: the data is thrown away. */
+  stop(): Promise<void>;
+}
+
+export interface PrivateClusterOptions {
+  /** Broker and controller port of each node; free loopback ports unless given. */
+  ports?: Array<{ broker: number; controller: number }>;
+  /** Extra server.properties lines for every node. */
+  properties?: string;
+}
+
+export async function privateKafkaCluster(
+  home: string,
+  brokers = 3,
+  options: PrivateClusterOptions = {},
+): Promise<PrivateKafkaCluster> {
+  const host = '127.0.0.1';
+  const ports = options.ports ?? (await freePortPairs(brokers));
+  if (ports.length !== brokers)
+    throw new Error(`a cluster of ${brokers} needs ${brokers} port pairs, got ${ports.length}`);
+  const paths = withSharedJars(stackPaths(home));
+  const voters = quorumVoters(ports.map((p) => ({ host, port: p.controller })));
+  const clusterIdFile = stackClusterIdFile(paths);
+  const urls = ports.map((p) => `${host}:${p.broker}`);
+  const waitForBrokers = async (count = brokers, timeoutMs = 120_000) => {
+    await waitUntil(() => kafkaClusterAnswers(urls, count), {
+      what: `${count} live brokers in the private cluster at ${urls.join(',')}`,
+      hint: `read ${path.join(home, 'kafka-<i>', 'kafka.log')}`,
+      timeoutMs,
+      intervalMs: 500,
+    });
+  };
+  const nodes = ports.map((p, i): PrivateClusterNode => {
+    const id = i + 1;
+    const node: KafkaClusterNode = { id, voters, brokers, clusterIdFile };
+    const broker: HostPort = { host, port: p.broker };
+    const server = wrap(
+      kafkaService(
+        kafkaNodePaths(paths, id),
+        { broker, controller: { host, port: p.controller } },
+        options.properties ?? '',
+        undefined,
+        node,
+      ),
+      home,
+    );
+    return {
+      ...server,
+      id,
+      async kill(signal = 'SIGKILL') {
+        await server.signal(signal);
+        await server.waitForExit();
+      },
+      async restart(timeoutMs = 120_000) {
+        await server.start(timeoutMs);
+      },
+    };
+  });
+  const node = (id: number) => {
+    const found = nodes[id - 1];
+    if (!found) throw new Error(`the cluster has nodes 1..${brokers}, not ${id}`);
+    return found;
+  };
+  return {
+    home,
+    url: urls.join(','),
+    nodes,
+    node,
+    async start(timeoutMs = 180_000) {
+      await fs.mkdir(home, { recursive: true });
+      await Promise.all(nodes.map((n) => n.start(timeoutMs)));
+      await waitForBrokers(brokers, timeoutMs);
+    },
+    waitForBrokers,
+    async leaderOf(topic, partition) {
+      const [meta] = await topicMetadata(urls, [topic]);
+      const found = meta?.partitions.find((x) => x.partitionId === partition);
+      if (!found) throw new Error(`${topic} has no partition ${partition}`);
+      return found.leader;
+    },
+    controllerLeader: (via = nodes.map((n) => n.id)) =>
+      quorumLeader(paths.kafka.libs, home, via.map((id) => `${host}:${ports[id - 1]!.controller}`).join(',')),
+    async partitionHealth(topics) {
+      const health: PartitionHealth = { underReplicated: 0, offline: 0, minIsr: new Map() };
+      for (const t of await topicMetadata(urls, topics)) {
+        for (const p of t.partitions) {
+          if (p.isr.length < p.replicas.length) health.underReplicated++;
+          if (p.leader === -1) health.offline++;
+          health.minIsr.set(t.name, Math.min(health.minIsr.get(t.name) ?? p.isr.length, p.isr.length));
+        }
+      }
+      return health;
+    },
+    async stop() {
+      await Promise.all(
+        nodes.map(async (n) => {
+          if ((await n.pid()) === undefined) return;
+          await n.signal('SIGCONT').catch(() => 0);
+          await n.signal('SIGKILL').catch(() => 0);
+          await n.waitForExit(30_000);
+        }),
+      );
+    },
+  };
+}
+
+async function topicMetadata(urls: string[], topics: string[]) {
+  const admin = new kafkajs.Kafka({
+    clientId: 'postbox-stack-cluster',
+    brokers: urls,
+    logLevel: kafkajs.logLevel.NOTHING,
+    connectionTimeout: 1000,
+    requestTimeout: 5000,
+    retry: { retries: 3, initialRetryTime: 200 },
+  }).admin();
+  try {
+    await admin.connect();
+    return (await admin.fetchTopicMetadata({ topics })).topics;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * The quorum's leader through the Java admin client (kafkajs has no DescribeQuorum, and MetadataQuorumCommand lives
+ * in kafka-tools, which the stack does not download): a ten-line program compiled once per home with javac. It
+ * asks the controllers themselves (bootstrap.controllers): a broker forwards the request to the controller it last
+ * knew, and while that one is stopped brokers kept failing it for ~40 s after the quorum had elected another.
+ */
+async function quorumLeader(libs: string, home: string, controllers: string): Promise<number> {
+  const dir = path.join(home, 'quorum-leader');
+  const java = await requireExecutable('java');
+  const classpath = `${libs}/*${path.delimiter}${dir}`;
+  if (
+    !(await fs
+      .access(path.join(dir, 'QuorumLeader.class'))
+      .then(() => true)
+      .catch(() => false))
+  ) {
+    await fs.mkdir(dir, { recursive: true });
+    await fs.writeFile(path.join(dir, 'QuorumLeader.java'), QUORUM_LEADER_JAVA);
+    await fs.writeFile(path.join(dir, 'log4j.properties'), 'log4j.rootLogger=OFF\n');
+    const javac = await findExecutable('javac');
+    if (!javac)
+      throw new StackError(
+        'prerequisite_missing',
+        'javac not found (controllerLeader compiles a small admin client): apt-get install -y openjdk-17-jdk-headless',
+      );
+    await run(javac, ['-cp', `${libs}/*`, '-d', dir, path.join(dir, 'QuorumLeader.java')], { timeoutMs: 60_000 });
+  }
+  const log4j = `-Dlog4j.configuration=file:${path.join(dir, 'log4j.properties')}`;
+  const { stdout } = await run(
+    java,
+    ['-XX:TieredStopAtLevel=1', log4j, '-cp', classpath, 'QuorumLeader', controllers],
+    {
+      timeoutMs: 30_000,
+    },
+  );
+  const id = Number(stdout.trim().split('\n').at(-1));
+  if (!Number.isInteger(id)) throw new Error(`describeMetadataQuorum printed no leader id: ${stdout.trim()}`);
+  return id;
+}
+
+const QUORUM_LEADER_JAVA = `import java.util.Properties;
+import org.apache.kafka.clients.admin.Admin;
+
+/** Prints the metadata quorum's leader id (the active controller), asked of the controllers in args[0]. */
+public class QuorumLeader {
+  public static void main(String[] args) throws Exception {
+    Properties p = new Properties();
+    p.put("bootstrap.controllers", args[0]);
+    p.put("request.timeout.ms", "3000");
+    p.put("default.api.timeout.ms", "4000");
+    try (Admin admin = Admin.create(p)) {
+      System.out.println(admin.describeMetadataQuorum().quorumInfo().get().leaderId());
+    }
+  }
+}
+`;
+
+/** Ports handed out by this process, never twice (a node may not have bound its own yet). */
+const handedOut = new Set<number>();
+
+/**
+ * `count` broker/controller port pairs on loopback, below the kernel's ephemeral range (32768–60999 by default),
+ * where an outgoing connection cannot take one between this check and the node's own bind. Checked by binding.
+ */
+async function freePortPairs(count: number): Promise<Array<{ broker: number; controller: number }>> {
+  const pairs: Array<{ broker: number; controller: number }> = [];
+  while (pairs.length < count) pairs.push({ broker: await freePort(), controller: await freePort() });
+  return pairs;
+}
+
+async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (!handedOut.has(port) && (await canBind(port))) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free loopback port between 20000 and 31999 after 100 tries');
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
