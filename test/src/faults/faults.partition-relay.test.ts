@@ -174,28 +174,31 @@ for (const { mode, brokerBack } of CASES)
     console.log(`# zombie records after the cut: ${counts.zombie}, the new owner's: ${counts.owner}`);
   });
 
-test('relay cut from the broker (silent), PostgreSQL reachable: sends of unknown outcome go back with the same ids, nothing lost', {
-  timeout: 300_000,
-}, async () => {
-  const p = await pipelineFor('prkd');
-  const kafkaPort = kafkaPortOf(stack.urls.KAFKA_BROKERS!);
-  const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, netns.name('w'));
-  const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, netns.name('r1'));
-  const consumer = p.consumer({}, netns.name('c'));
-  await sleep(8000);
-  await netns.cut('r1', [kafkaPort], 'drop');
-  await sleep(15_000);
-  const [during] = await p.sql<{ pending: number; errors: number }[]>`
+// The full level only (npm run test:faults): faults.partition-oneway's relay → Kafka cell covers unknown outcomes in
+// `npm test`.
+if (FULL)
+  test('relay cut from the broker (silent), PostgreSQL reachable: sends of unknown outcome go back with the same ids, nothing lost', {
+    timeout: 300_000,
+  }, async () => {
+    const p = await pipelineFor('prkd');
+    const kafkaPort = kafkaPortOf(stack.urls.KAFKA_BROKERS!);
+    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, netns.name('w'));
+    const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, netns.name('r1'));
+    const consumer = p.consumer({}, netns.name('c'));
+    await sleep(8000);
+    await netns.cut('r1', [kafkaPort], 'drop');
+    await sleep(15_000);
+    const [during] = await p.sql<{ pending: number; errors: number }[]>`
     SELECT count(*) FILTER (WHERE status IN ('pending', 'publishing'))::int AS pending,
            count(*) FILTER (WHERE last_error IS NOT NULL)::int AS errors
     FROM message_outbox`;
-  assert.ok(during!.pending > 0, 'rows wait while the only relay cannot reach the broker');
-  assert.ok(during!.errors > 0, 'sends into the cut came back unknown or failed, and were rescheduled');
-  assertAlive([writer, r1, consumer], 'while r1 was cut from the broker');
-  await netns.heal('r1');
-  await sleep(3000);
-  await stopGracefully(writer, 'writer', 'writer started');
-  const report = await p.settle(180_000);
-  assertAlive([r1, consumer], 'after the heal');
-  recordScenario({ scenario: 'partition.relay-broker-drop', iterations: 1, report });
-});
+    assert.ok(during!.pending > 0, 'rows wait while the only relay cannot reach the broker');
+    assert.ok(during!.errors > 0, 'sends into the cut came back unknown or failed, and were rescheduled');
+    assertAlive([writer, r1, consumer], 'while r1 was cut from the broker');
+    await netns.heal('r1');
+    await sleep(3000);
+    await stopGracefully(writer, 'writer', 'writer started');
+    const report = await p.settle(180_000);
+    assertAlive([r1, consumer], 'after the heal');
+    recordScenario({ scenario: 'partition.relay-broker-drop', iterations: 1, report });
+  });
