@@ -192,8 +192,17 @@ test("the cluster: 3 live brokers; Postbox's topics get RF 3 and min.insync.repl
         acks: -1,
         messages: [0, 1, 2].map((partition) => ({ partition, value: `p${partition}` })),
       });
-      const health = await cluster.partitionHealth([topic]);
-      assert.deepEqual(health, { underReplicated: 0, offline: 0, minIsr: new Map([[topic, 3]]) });
+      // Followers join the ISR as they catch up: on a loaded machine that takes a moment after the first write.
+      let health = await cluster.partitionHealth([topic]);
+      await waitFor(
+        `ISR 3 on every partition (last: ${JSON.stringify({ ...health, minIsr: [...health.minIsr] })})`,
+        async () => {
+          health = await cluster.partitionHealth([topic]);
+          return health.underReplicated === 0 && health.offline === 0 && health.minIsr.get(topic) === 3;
+        },
+        30_000,
+        250,
+      );
     } finally {
       await producer.disconnect();
     }
