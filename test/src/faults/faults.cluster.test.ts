@@ -174,10 +174,15 @@ test("the cluster: 3 live brokers; Postbox's topics get RF 3 and min.insync.repl
       [3, 3, 3],
       'the replication factor follows the cluster',
     );
-    const { resources } = await a.describeConfigs({
-      includeSynonyms: false,
-      resources: [{ type: 2, name: topic, configNames: ['min.insync.replicas'] }],
-    });
+    // Asked of any node: one that has not learnt of the topic yet answers UNKNOWN_TOPIC_OR_PARTITION.
+    const { resources } = await waitFor('the topic config from any node', () =>
+      a
+        .describeConfigs({
+          includeSynonyms: false,
+          resources: [{ type: 2, name: topic, configNames: ['min.insync.replicas'] }],
+        })
+        .catch(() => undefined),
+    );
     assert.equal(resources[0]!.configEntries[0]!.configValue, '2');
 
     const producer = new Kafka({
