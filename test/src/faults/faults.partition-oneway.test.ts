@@ -11,7 +11,8 @@ import type { RoleProcess } from '../support/processes.ts';
 // One-way partitions: a role's requests reach the server, which acts on them, and the server's packets back are
 // dropped (in the role's namespace) — a commit that happened whose reply never comes, a produce the broker
 // appended and never acknowledged, an offset commit stored and unconfirmed. After the heal nothing may be lost,
-// applied twice or reordered, and every business transaction exists once. `npm test` runs the relay→broker cell; `npm run test:faults` the whole matrix.
+// applied twice or reordered, and every business transaction exists once. `npm test` runs none (the suite's budget: faults.partition-relay covers
+// the relay's unknown outcomes there); `npm run test:faults` the whole matrix.
 
 const FULL = process.env.POSTBOX_FAULT_FULL === '1';
 const CUT_MS = 12_000;
@@ -26,7 +27,7 @@ const CELLS: Array<[Role, Service]> = FULL
       ['c', 'kafka'],
       ['c', 'redis'],
     ]
-  : [['r', 'kafka']];
+  : [];
 const NAMES: Record<Role, string> = { w: 'writer', r: 'relay', c: 'consumer' };
 
 let netns: Netns;
@@ -35,6 +36,7 @@ let db: TestDatabase;
 const pipelines: Pipeline[] = [];
 
 before(async () => {
+  if (CELLS.length === 0) return;
   netns = await createNetns(['w', 'r', 'c']);
   stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
   db = await freshDatabase('pbpo', stack.urls.DATABASE_URL!);
