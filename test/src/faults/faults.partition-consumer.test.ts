@@ -2,12 +2,9 @@ import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
-import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { uniqueTopic } from '../support/kafka.ts';
-import { createNetns, type Netns } from '../support/netns.ts';
-import { alive, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
-import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
-import { holdsPartitions, waitFor, type RoleProcess } from '../support/processes.ts';
+import { assertAlive, PartitionLab } from '../support/partition-lab.ts';
+import { recordScenario, stopGracefully } from '../support/pipeline.ts';
+import { holdsPartitions, waitFor } from '../support/processes.ts';
 
 // A consumer partitioned from one of its two services while it lives on, each role in its own network namespace
 // (the cut is a firewall rule in the consumer's namespace). Cut from the broker mid-batch: the group gives its
@@ -19,57 +16,29 @@ import { holdsPartitions, waitFor, type RoleProcess } from '../support/processes
 const FULL = process.env.POSTBOX_FAULT_FULL === '1';
 const PARTITIONS = 3;
 
-let netns: Netns;
-let stack: PrivateStack;
-let db: TestDatabase;
-const pipelines: Pipeline[] = [];
+let lab: PartitionLab;
 
 before(async () => {
-  netns = await createNetns(['w', 'r', 'c1', 'c2']);
-  stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
-  db = await freshDatabase('pbpc', stack.urls.DATABASE_URL!);
+  lab = await PartitionLab.start(['w', 'r', 'c1', 'c2'], 'pbpc');
 });
 
-// Each scenario's processes end with it: relays left running would hold the next scenario's lanes.
 afterEach(async () => {
   for (const w of [...watchers]) await w.halt();
-  for (const p of pipelines.splice(0)) await p.stopAll();
+  await lab.endScenario();
 });
 
-after(async () => {
-  for (const p of pipelines) await p.stopAll();
-  await db?.drop().catch(() => {});
-  await stack?.stop();
-  await netns?.destroy();
-});
+after(() => lab?.stop());
 
-async function pipelineFor(name: string): Promise<Pipeline> {
-  const topic = uniqueTopic(name);
-  await createPrivateTopic(stack, topic, PARTITIONS);
-  const p = new Pipeline({
-    databaseUrl: db.url,
-    kafkaBrokers: stack.urls.KAFKA_BROKERS!,
-    redisUrl: stack.urls.REDIS_URL!,
-    topic,
+const pipelineFor = (name: string) =>
+  lab.pipeline(name, {
     partitions: PARTITIONS,
-    consumer: `${name}${topic.slice(-6)}`,
+    handlerDelayMs: 50,
     env: {
-      // The test bridge is a private network with no route out; PostgreSQL's password crosses it in clear.
-      POSTBOX_ALLOW_INSECURE: 'postgres',
       POSTBOX_KAFKA_SESSION_TIMEOUT_MS: '3000',
       POSTBOX_KAFKA_HEARTBEAT_MS: '500',
       POSTBOX_PARTITION_LEASE_MS: '6000',
     },
   });
-  pipelines.push(p);
-  await p.setup(50);
-  return p;
-}
-
-function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles)
-    assert.ok(alive(r), `${r.child.spawnargs.slice(4).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
-}
 
 /**
  * Polls the group's committed offsets every 200 ms until stopped; throws at the end if any partition's offset ever
@@ -78,7 +47,7 @@ function assertAlive(roles: RoleProcess[], when: string): void {
 function watchOffsets(group: string, topic: string): { stop(): Promise<number> } {
   const admin = new Kafka({
     clientId: 'pbx-offsets',
-    brokers: [stack.urls.KAFKA_BROKERS!],
+    brokers: [lab.stack.urls.KAFKA_BROKERS!],
     logLevel: logLevel.NOTHING,
   }).admin();
   const last = new Map<number, bigint>();
@@ -128,20 +97,20 @@ test('consumer cut from the broker mid-batch (silent), PostgreSQL reachable: the
   timeout: 300_000,
 }, async () => {
   const p = await pipelineFor('pcbk');
-  const kafkaPort = Number(stack.urls.KAFKA_BROKERS!.split(':').at(-1));
-  const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, netns.name('w'));
-  const relay = p.relay({}, netns.name('r'));
-  const c1 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c1'));
+  const kafkaPort = lab.port('kafka');
+  const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, lab.netns.name('w'));
+  const relay = p.relay({}, lab.netns.name('r'));
+  const c1 = p.consumer({ LOG_LEVEL: 'info' }, lab.netns.name('c1'));
   await waitFor('c1 to hold partitions', async () => holdsPartitions(c1), 60_000);
   const offsets = watchOffsets(`postbox.${p.o.consumer}`, p.o.topic);
-  const c2 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c2'));
+  const c2 = p.consumer({ LOG_LEVEL: 'info' }, lab.netns.name('c2'));
   await waitFor('c2 to hold partitions', async () => holdsPartitions(c2), 60_000);
   await sleep(4000);
-  await netns.cut('c1', [kafkaPort], 'drop');
+  await lab.netns.cut('c1', [kafkaPort], 'drop');
   // c1's session (3 s) ends at the broker; c2 is given every partition while c1's last batch may still commit.
   await sleep(15_000);
   assertAlive([writer, relay, c1, c2], 'while c1 was cut from the broker');
-  await netns.heal('c1');
+  await lab.netns.heal('c1');
   await sleep(5000);
   await stopGracefully(writer, 'writer', 'writer started');
   const report = await p.settle(180_000);
@@ -157,19 +126,19 @@ if (FULL)
     timeout: 300_000,
   }, async () => {
     const p = await pipelineFor('pcpg');
-    const pgPort = Number(new URL(db.url).port);
-    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, netns.name('w'));
-    const relay = p.relay({}, netns.name('r'));
-    const c1 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c1'));
+    const pgPort = lab.port('postgres');
+    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '60' }, lab.netns.name('w'));
+    const relay = p.relay({}, lab.netns.name('r'));
+    const c1 = p.consumer({ LOG_LEVEL: 'info' }, lab.netns.name('c1'));
     await waitFor('c1 to hold partitions', async () => holdsPartitions(c1), 60_000);
     const offsets = watchOffsets(`postbox.${p.o.consumer}`, p.o.topic);
-    const c2 = p.consumer({ LOG_LEVEL: 'info' }, netns.name('c2'));
+    const c2 = p.consumer({ LOG_LEVEL: 'info' }, lab.netns.name('c2'));
     await waitFor('c2 to hold partitions', async () => holdsPartitions(c2), 60_000);
     await sleep(4000);
-    await netns.cut('c1', [pgPort], 'drop');
+    await lab.netns.cut('c1', [pgPort], 'drop');
     await sleep(15_000);
     assertAlive([writer, relay, c1, c2], 'while c1 was cut from PostgreSQL');
-    await netns.heal('c1');
+    await lab.netns.heal('c1');
     await sleep(5000);
     await stopGracefully(writer, 'writer', 'writer started');
     const report = await p.settle(180_000);

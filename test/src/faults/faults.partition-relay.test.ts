@@ -1,13 +1,11 @@
 import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { uniqueTopic } from '../support/kafka.ts';
 import { dumpTopic, type StoredRecord } from '../support/log-dump.ts';
-import { createNetns, type CutMode, type Netns } from '../support/netns.ts';
-import { alive, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
-import { createPrivateTopic, startPrivateStack, type PrivateStack } from '../support/private-stack.ts';
-import { waitFor, type RoleProcess } from '../support/processes.ts';
+import type { CutMode } from '../support/netns.ts';
+import { assertAlive, PartitionLab } from '../support/partition-lab.ts';
+import { recordScenario, stopGracefully, type Pipeline } from '../support/pipeline.ts';
+import { waitFor } from '../support/processes.ts';
 
 // A relay partitioned from one of its two services while it lives on (a zombie), each role in its own network
 // namespace and the cut a firewall rule in the relay's namespace: the writer, the consumer and the other relay
@@ -22,54 +20,17 @@ import { waitFor, type RoleProcess } from '../support/processes.ts';
 const FULL = process.env.POSTBOX_FAULT_FULL === '1';
 const PARTITIONS = 3;
 
-let netns: Netns;
-let stack: PrivateStack;
-let db: TestDatabase;
-const pipelines: Pipeline[] = [];
+let lab: PartitionLab;
 
 before(async () => {
-  netns = await createNetns(['w', 'r1', 'r2', 'c']);
-  stack = await startPrivateStack({ host: netns.host, postgres: {}, redis: true, kafka: {} });
-  db = await freshDatabase('pbpr', stack.urls.DATABASE_URL!);
+  lab = await PartitionLab.start(['w', 'r1', 'r2', 'c'], 'pbpr');
 });
 
-// Each scenario's processes end with it: relays left running would hold the next scenario's lanes.
-afterEach(async () => {
-  for (const p of pipelines.splice(0)) await p.stopAll();
-});
+afterEach(() => lab.endScenario());
 
-after(async () => {
-  for (const p of pipelines) await p.stopAll();
-  await db?.drop().catch(() => {});
-  await stack?.stop();
-  await netns?.destroy();
-});
+after(() => lab?.stop());
 
-const pgPortOf = (url: string) => Number(new URL(url).port);
-const kafkaPortOf = (brokers: string) => Number(brokers.split(':').at(-1));
-
-async function pipelineFor(name: string): Promise<Pipeline> {
-  const topic = uniqueTopic(name);
-  await createPrivateTopic(stack, topic, PARTITIONS);
-  const p = new Pipeline({
-    databaseUrl: db.url,
-    kafkaBrokers: stack.urls.KAFKA_BROKERS!,
-    redisUrl: stack.urls.REDIS_URL!,
-    topic,
-    partitions: PARTITIONS,
-    consumer: `${name}${topic.slice(-6)}`,
-    // The test bridge is a private network with no route out; PostgreSQL's password crosses it in clear.
-    env: { POSTBOX_ALLOW_INSECURE: 'postgres' },
-  });
-  pipelines.push(p);
-  await p.setup();
-  return p;
-}
-
-function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles)
-    assert.ok(alive(r), `${r.child.spawnargs.slice(4).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
-}
+const pipelineFor = (name: string) => lab.pipeline(name, { partitions: PARTITIONS });
 
 /** Lanes whose batch the relay with this pid has out (claimed, its sending lease running). */
 async function claimedBy(p: Pipeline, pid: number): Promise<number> {
@@ -123,18 +84,18 @@ for (const { mode, brokerBack } of CASES)
     timeout: 300_000,
   }, async () => {
     const p = await pipelineFor(`prpg${mode[0]}${brokerBack[0]}`);
-    const pgPort = pgPortOf(db.url);
-    const kafkaPort = kafkaPortOf(stack.urls.KAFKA_BROKERS!);
-    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, netns.name('w'));
-    const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, netns.name('r1'));
-    const consumer = p.consumer({}, netns.name('c'));
+    const pgPort = lab.port('postgres');
+    const kafkaPort = lab.port('kafka');
+    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, lab.netns.name('w'));
+    const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, lab.netns.name('r1'));
+    const consumer = p.consumer({}, lab.netns.name('c'));
     await sleep(8000);
     assertAlive([writer, r1, consumer], 'before the cut');
     // The broker cut first, so that r1 surely has a batch out whose publish hangs; then PostgreSQL: r1 can no
     // longer settle, renew or claim anything, while its sent request may still reach the broker.
-    await netns.cut('r1', [kafkaPort], 'drop');
+    await lab.netns.cut('r1', [kafkaPort], 'drop');
     const from = Date.now();
-    const r2 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, netns.name('r2'));
+    const r2 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, lab.netns.name('r2'));
     await waitFor('r1 to have a batch out', async () => (await claimedBy(p, r1.child.pid!)) > 0, 30_000, 50).catch(
       async (cause) => {
         const lanes = await p.sql`SELECT * FROM relay_lane_inflight f JOIN relay_lane l USING (lane)`;
@@ -143,8 +104,8 @@ for (const { mode, brokerBack } of CASES)
         });
       },
     );
-    await netns.cut('r1', [pgPort], mode);
-    if (brokerBack === 'at-once') await netns.uncut('r1', [kafkaPort], 'drop');
+    await lab.netns.cut('r1', [pgPort], mode);
+    if (brokerBack === 'at-once') await lab.netns.uncut('r1', [kafkaPort], 'drop');
     await waitFor(
       'r2 to hold every lane r1 had',
       async () => {
@@ -157,18 +118,18 @@ for (const { mode, brokerBack } of CASES)
     );
     await sleep(10_000);
     if (brokerBack === 'after-takeover') {
-      await netns.uncut('r1', [kafkaPort], 'drop');
+      await lab.netns.uncut('r1', [kafkaPort], 'drop');
       // TCP retransmits what r1 had queued within seconds once the path is back.
       await sleep(10_000);
     }
     assertAlive([writer, r1, r2, consumer], 'while r1 was cut off');
     const until = Date.now();
-    await netns.heal('r1');
+    await lab.netns.heal('r1');
     await sleep(5000);
     await stopGracefully(writer, 'writer', 'writer started');
     const report = await p.settle(180_000);
     assertAlive([r1, r2, consumer], 'after the heal');
-    const counts = assertZombieFirst(await dumpTopic(stack.kafka!.dataDir, p.o.topic, PARTITIONS), from, until);
+    const counts = assertZombieFirst(await dumpTopic(lab.stack.kafka!.dataDir, p.o.topic, PARTITIONS), from, until);
     assert.ok(counts.owner > 0, 'the new owner published while r1 was cut off');
     recordScenario({ scenario: `partition.relay-postgres-${mode}-broker-${brokerBack}`, iterations: 1, report });
     console.log(`# zombie records after the cut: ${counts.zombie}, the new owner's: ${counts.owner}`);
@@ -181,12 +142,12 @@ if (FULL)
     timeout: 300_000,
   }, async () => {
     const p = await pipelineFor('prkd');
-    const kafkaPort = kafkaPortOf(stack.urls.KAFKA_BROKERS!);
-    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, netns.name('w'));
-    const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, netns.name('r1'));
-    const consumer = p.consumer({}, netns.name('c'));
+    const kafkaPort = lab.port('kafka');
+    const writer = p.writer({ WRITER_RATE: '40', WRITER_AGGREGATES: '40' }, lab.netns.name('w'));
+    const r1 = p.relay({ POSTBOX_RELAY_THREADS: '1' }, lab.netns.name('r1'));
+    const consumer = p.consumer({}, lab.netns.name('c'));
     await sleep(8000);
-    await netns.cut('r1', [kafkaPort], 'drop');
+    await lab.netns.cut('r1', [kafkaPort], 'drop');
     await sleep(15_000);
     const [during] = await p.sql<{ pending: number; errors: number }[]>`
     SELECT count(*) FILTER (WHERE status IN ('pending', 'publishing'))::int AS pending,
@@ -195,7 +156,7 @@ if (FULL)
     assert.ok(during!.pending > 0, 'rows wait while the only relay cannot reach the broker');
     assert.ok(during!.errors > 0, 'sends into the cut came back unknown or failed, and were rescheduled');
     assertAlive([writer, r1, consumer], 'while r1 was cut from the broker');
-    await netns.heal('r1');
+    await lab.netns.heal('r1');
     await sleep(3000);
     await stopGracefully(writer, 'writer', 'writer started');
     const report = await p.settle(180_000);
