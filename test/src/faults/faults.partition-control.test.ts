@@ -231,6 +231,11 @@ if (FULL)
       [],
       'each missing event re-emitted once',
     );
+    assert.equal(
+      await count(p, `SELECT 1 FROM reconciliation_run WHERE status = 'running'`, []),
+      0,
+      'the run the cut ended is marked abandoned by the next one, none left running',
+    );
     const audits = `SELECT target FROM operator_audit WHERE action = 'reconcile.reemit'`;
     assert.equal(await count(p, audits, []), ITEMS, 'each re-emit audited once');
     assert.equal(

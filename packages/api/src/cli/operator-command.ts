@@ -99,12 +99,41 @@ export async function operatorUrl(links?: LinkEnv): Promise<string> {
   return databaseUrlFor('operator', links ?? (await linkEnv()));
 }
 
-/** Opens the command's pool (`postbox-<command>` in pg_stat_activity), runs `work` and ends the pool after it. */
+/** Seconds any one query of an operator command may wait and run (POSTBOX_QUERY_TIMEOUT_S). */
+export const QUERY_TIMEOUT_S = 30;
+/** The same for commands whose statements copy or scan whole partitions (retention, verify). */
+export const LONG_QUERY_TIMEOUT_S = 600;
+
+/**
+ * The limit of one query of the command: POSTBOX_QUERY_TIMEOUT_S when set, else the command's default.
+ * @throws ConfigError when the variable is not a whole number of seconds ≥ 1
+ */
+export function queryTimeoutS(fallback: number, env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.POSTBOX_QUERY_TIMEOUT_S;
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1)
+    throw new ConfigError(`POSTBOX_QUERY_TIMEOUT_S must be whole seconds ≥ 1, got "${raw}"`);
+  return value;
+}
+
+/**
+ * Opens the command's pool (`postbox-<command>` in pg_stat_activity), runs `work` and ends the pool after it.
+ * Every query has a deadline (`query_timeout`, default QUERY_TIMEOUT_S): on a silent network a query's reply
+ * would otherwise be awaited for as long as TCP retransmits (many minutes), and an operator's command would hang.
+ * A query past it is canceled; when even the cancel goes unanswered its connection is closed, the query fails
+ * with QUERY_TIMEOUT, and the command ends with that error (its work is idempotent: run it again once healed).
+ */
 export async function withDatabase<T>(
-  pool: { command: string; url: string; max: number },
+  pool: { command: string; url: string; max: number; queryTimeoutS?: number },
   work: (sql: Sql) => Promise<T>,
 ): Promise<T> {
-  const sql = connect({ url: pool.url, max: pool.max, applicationName: `postbox-${pool.command}` });
+  const sql = connect({
+    url: pool.url,
+    max: pool.max,
+    applicationName: `postbox-${pool.command}`,
+    extra: { query_timeout: queryTimeoutS(pool.queryTimeoutS ?? QUERY_TIMEOUT_S) },
+  });
   try {
     return await work(sql);
   } finally {

@@ -11,7 +11,7 @@ import {
 import { linkEnv } from '../config/links.ts';
 import { createBrokerOffsets } from '@postbox/workers';
 import { readConfig, readRetentionPolicy } from '../config/env.ts';
-import { operatorCommand, printJson, withDatabase } from './operator-command.ts';
+import { LONG_QUERY_TIMEOUT_S, operatorCommand, printJson, withDatabase } from './operator-command.ts';
 
 const HELP = `postbox retention — keep the outbox and the inbox small: archive and drop partitions past their window
 
@@ -58,49 +58,52 @@ export const retentionCommand = operatorCommand({
     const offsets = createBrokerOffsets(config.broker, config.topics);
     const brokerRetention = (topics: string[]) => offsets.retention(topics);
     try {
-      return await withDatabase({ command: 'retention', url: config.databaseUrl, max: 3 }, async (sql) => {
-        if (verb === 'plan') {
-          const refusal = await checkInboxWindow(sql, { policy, brokerRetention });
-          const plan = await planRetention(sql, policy, now);
-          if (values.json) printJson({ asOf: now, policy, refusal, tables: plan });
-          else printPlan(plan, policy, now);
-          if (refusal && !values.json) console.log(`refused: ${refusal.reason}`);
-          return refusal ? 2 : 0;
-        }
-        const bar = values.json ? null : progressPrinter();
-        let report;
-        try {
-          report = await runRetention(sql, {
-            policy,
-            trigger: 'cli',
-            actor: values.actor ?? process.env.USER ?? 'cli',
-            dryRun: values['dry-run'] ?? false,
-            now,
-            brokerRetention,
-            ...(bar ? { onProgress: bar } : {}),
-          });
-        } catch (cause) {
-          if (!(cause instanceof RetentionRefusedError)) throw cause;
-          if (values.json) printJson({ status: 'refused', refusal: cause.refusal });
-          else console.log(cause.message);
-          return 2;
-        }
-        if (values.json) {
-          printJson(report);
-          return report.status === 'skipped' ? 3 : 0;
-        }
-        if (report.status === 'skipped') {
-          console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
-          return 3;
-        }
-        printPlan(report.plan, policy, now);
-        const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
-        const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
-        console.log(
-          `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged${report.defaultSwept > 0 ? `; ${report.defaultSwept} partitions made for default-partition rows past the window` : ''}`,
-        );
-        return 0;
-      });
+      return await withDatabase(
+        { command: 'retention', url: config.databaseUrl, max: 3, queryTimeoutS: LONG_QUERY_TIMEOUT_S },
+        async (sql) => {
+          if (verb === 'plan') {
+            const refusal = await checkInboxWindow(sql, { policy, brokerRetention });
+            const plan = await planRetention(sql, policy, now);
+            if (values.json) printJson({ asOf: now, policy, refusal, tables: plan });
+            else printPlan(plan, policy, now);
+            if (refusal && !values.json) console.log(`refused: ${refusal.reason}`);
+            return refusal ? 2 : 0;
+          }
+          const bar = values.json ? null : progressPrinter();
+          let report;
+          try {
+            report = await runRetention(sql, {
+              policy,
+              trigger: 'cli',
+              actor: values.actor ?? process.env.USER ?? 'cli',
+              dryRun: values['dry-run'] ?? false,
+              now,
+              brokerRetention,
+              ...(bar ? { onProgress: bar } : {}),
+            });
+          } catch (cause) {
+            if (!(cause instanceof RetentionRefusedError)) throw cause;
+            if (values.json) printJson({ status: 'refused', refusal: cause.refusal });
+            else console.log(cause.message);
+            return 2;
+          }
+          if (values.json) {
+            printJson(report);
+            return report.status === 'skipped' ? 3 : 0;
+          }
+          if (report.status === 'skipped') {
+            console.log(`run ${report.runId}: skipped — another retention run holds the lock`);
+            return 3;
+          }
+          printPlan(report.plan, policy, now);
+          const dropped = report.partitions.filter((p) => p.outcome === 'dropped');
+          const held = report.plan.reduce((a, t) => a + t.held.length, 0) + report.partitions.length - dropped.length;
+          console.log(
+            `run ${report.runId}${report.dryRun ? ' (dry run: nothing changed)' : ''}: ${dropped.length} partitions archived and dropped (${fmt(dropped.reduce((a, p) => a + p.rows, 0))} rows), ${held} held; ${report.failurePayloadsPurged} failure payloads purged${report.defaultSwept > 0 ? `; ${report.defaultSwept} partitions made for default-partition rows past the window` : ''}`,
+          );
+          return 0;
+        },
+      );
     } finally {
       await offsets.close();
     }

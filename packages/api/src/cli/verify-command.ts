@@ -5,7 +5,13 @@ import { createBrokerOffsets, createTopicReader } from '@postbox/workers';
 import { linkEnv } from '../config/links.ts';
 import { readConfig } from '../config/env.ts';
 import { DEMO_CONSUMER } from '../demo/order-projection.ts';
-import { nonNegativeOption, operatorCommand, printJson, withDatabase } from './operator-command.ts';
+import {
+  LONG_QUERY_TIMEOUT_S,
+  nonNegativeOption,
+  operatorCommand,
+  printJson,
+  withDatabase,
+} from './operator-command.ts';
 
 const HELP = `postbox verify — what PostgreSQL and the log say: nothing lost, applied twice, reordered or stuck
 
@@ -58,52 +64,55 @@ export const verifyCommand = operatorCommand({
     const stuckAfterMs = nonNegativeOption(values['stuck-after'], 60_000, 'stuck-after');
     const timeoutMs = nonNegativeOption(values.timeout, 120_000, 'timeout');
     const config = readConfig(await linkEnv(), process.env, { role: 'operator' });
-    return withDatabase({ command: 'verify', url: config.databaseUrl, max: 2 }, async (sql) => {
-      const reader = createTopicReader(config.broker, timeoutMs);
-      const offsets = createBrokerOffsets(config.broker, config.topics);
-      try {
-        const registered = await listConsumers(sql);
-        const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
-        const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
-        if (unknown.length > 0)
-          throw new ConfigError(
-            `not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`,
-          );
-        const effects: EffectSource | undefined = values['effects-log']
-          ? { kind: 'log', query: values['effects-log'] }
-          : values['effects-counts']
-            ? { kind: 'counts', query: values['effects-counts'] }
-            : undefined;
-        const consumers: VerifyConsumer[] = registered
-          .filter((c) => wanted.includes(c.consumer_name))
-          .map((c) => {
-            const source = effects ?? (c.consumer_name === DEMO_CONSUMER ? DEMO_EFFECTS : undefined);
-            return {
-              name: c.consumer_name,
-              groupId: c.group_id,
-              topics: c.topics,
-              ...(source ? { effects: source } : {}),
-            };
+    return withDatabase(
+      { command: 'verify', url: config.databaseUrl, max: 2, queryTimeoutS: LONG_QUERY_TIMEOUT_S },
+      async (sql) => {
+        const reader = createTopicReader(config.broker, timeoutMs);
+        const offsets = createBrokerOffsets(config.broker, config.topics);
+        try {
+          const registered = await listConsumers(sql);
+          const wanted = values.consumer ?? registered.map((c) => c.consumer_name);
+          const unknown = wanted.filter((n) => !registered.some((c) => c.consumer_name === n));
+          if (unknown.length > 0)
+            throw new ConfigError(
+              `not in the consumer registry (start it once with postbox consume): ${unknown.join(', ')}`,
+            );
+          const effects: EffectSource | undefined = values['effects-log']
+            ? { kind: 'log', query: values['effects-log'] }
+            : values['effects-counts']
+              ? { kind: 'counts', query: values['effects-counts'] }
+              : undefined;
+          const consumers: VerifyConsumer[] = registered
+            .filter((c) => wanted.includes(c.consumer_name))
+            .map((c) => {
+              const source = effects ?? (c.consumer_name === DEMO_CONSUMER ? DEMO_EFFECTS : undefined);
+              return {
+                name: c.consumer_name,
+                groupId: c.group_id,
+                topics: c.topics,
+                ...(source ? { effects: source } : {}),
+              };
+            });
+          if (consumers.length === 0 && !values.topic?.length) {
+            console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
+            return 2;
+          }
+          const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), {
+            stuckAfterMs,
+            final: values.final ?? false,
           });
-        if (consumers.length === 0 && !values.topic?.length) {
-          console.error('postbox verify: no consumer in the registry and no --topic: nothing to verify');
-          return 2;
+          if (values.json) printJson({ ...report, totals: totals(report) });
+          else {
+            if (config.broker.kind === 'rabbitmq') console.log(NO_LOG);
+            console.log(formatReport(report));
+          }
+          return report.ok ? 0 : 1;
+        } finally {
+          await reader.close();
+          await offsets.close();
         }
-        const report = check(await collect({ sql, reader, offsets }, consumers, values.topic ?? []), {
-          stuckAfterMs,
-          final: values.final ?? false,
-        });
-        if (values.json) printJson({ ...report, totals: totals(report) });
-        else {
-          if (config.broker.kind === 'rabbitmq') console.log(NO_LOG);
-          console.log(formatReport(report));
-        }
-        return report.ok ? 0 : 1;
-      } finally {
-        await reader.close();
-        await offsets.close();
-      }
-    });
+      },
+    );
   },
 });
 

@@ -23,10 +23,18 @@ export async function tryLockJob(sql: Sql, namespace: string, name: string): Pro
   return async () => {
     if (released) return;
     released = true;
-    try {
-      await reserved`SELECT pg_advisory_unlock(hashtext(${namespace}), hashtext(${name}))`;
-    } finally {
-      reserved.release();
-    }
+    // The connection goes back to the pool once unlocked, or once it failed (gone: the session and its lock ended
+    // with it). The caller waits at most UNLOCK_WAIT_MS: on a silent network the unlock waits out its query
+    // deadline, and the job (a command ending because the database is away) must not wait with it.
+    const settled = reserved`SELECT pg_advisory_unlock(hashtext(${namespace}), hashtext(${name}))`.then(
+      () => reserved.release(),
+      () => reserved.release(),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([settled, new Promise((resolve) => (timer = setTimeout(resolve, UNLOCK_WAIT_MS)))]);
+    clearTimeout(timer);
   };
 }
+
+/** How long a release waits for the unlock's answer before returning (the unlock goes on in the background). */
+const UNLOCK_WAIT_MS = 5000;

@@ -53,6 +53,19 @@ export async function finishRun(
     WHERE run_id = ${runId}`;
 }
 
+/**
+ * Ends the runs of a check still marked running as failed (abandoned): called by a run holding the check's lock
+ * (tryLockCheck), so no other process is running it; such a row belongs to a process that died or lost the
+ * database before it could end its run. Parameters: check. Returns: how many. Locks: those run rows.
+ */
+export async function abandonRuns(sql: Queryable, check: string): Promise<number> {
+  const rows = await sql`
+    UPDATE reconciliation_run SET status = 'failed', finished_at = now(),
+           error = 'abandoned: its process ended or lost the database before it finished the run'
+    WHERE check_name = ${check} AND status = 'running'`;
+  return rows.count;
+}
+
 /** A run by id. Locks: none. */
 export async function readRun(sql: Queryable, runId: number): Promise<ReconcileRunRow | undefined> {
   const [row] = await sql.unsafe<ReconcileRunRow[]>(`SELECT ${COLUMNS} FROM reconciliation_run WHERE run_id = $1`, [

@@ -1,8 +1,9 @@
 import type { Sql, Tx } from '../db/connect.ts';
+import { isConnectionLost } from '../db/connection-lost.ts';
 import { ConfigError } from '../errors.ts';
 import { insertAudit } from '../queries/audit.ts';
 import { countFindings, listFindings, setFindingStatus } from '../queries/reconcile-finding.ts';
-import { finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
+import { abandonRuns, finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
 import type { CheckContext, ReconcileCheck, RepairContext, RepairOutcome } from './check.ts';
 import type { StoredFinding } from '../records/finding.ts';
 import { Pacer } from './pacer.ts';
@@ -112,6 +113,7 @@ export async function repairFindings(
   const items: RepairItem[] = [];
   let runId = 0;
   try {
+    await abandonRuns(ctx.sql, check.name);
     runId = await insertRun(ctx.sql, base);
     const open = (await countFindings(ctx.sql, check.name)).find((c) => c.status === 'open')?.count ?? 0;
     counts.planned = Math.min(limit, request.ids ? request.ids.length : open);
@@ -141,7 +143,8 @@ export async function repairFindings(
     return report(runId, status, { stoppedBecause, items });
   } catch (cause) {
     const error = (cause as Error)?.message ?? String(cause);
-    if (runId) await finishRun(ctx.sql, runId, 'failed', counts, error).catch(() => {});
+    // With the database away the run's row cannot be written: the next run of the check marks it abandoned.
+    if (runId && !isConnectionLost(cause)) await finishRun(ctx.sql, runId, 'failed', counts, error).catch(() => {});
     return report(runId, 'failed', { items, error });
   } finally {
     await release();
@@ -164,6 +167,9 @@ async function repairOne(ctx: RepairContext, check: ReconcileCheck, f: StoredFin
   try {
     r = await check.repair(ctx, f);
   } catch (cause) {
+    // The database away is not this item's failure: every next item would wait out its deadline the same way and
+    // no audit could be written. The run ends; what is left stays open for the next one.
+    if (isConnectionLost(cause)) throw cause;
     const detail = (cause as Error)?.message ?? String(cause);
     if (ctx.dryRun) return item('failed', null, detail, null);
     const auditId = await ctx.audit(ctx.sql, `reconcile.${check.name}`, f, before(f), { error: detail }, 'failed');

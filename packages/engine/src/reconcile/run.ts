@@ -1,4 +1,5 @@
-import { finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
+import { isConnectionLost } from '../db/connection-lost.ts';
+import { abandonRuns, finishRun, insertRun, type RunTrigger, tryLockCheck } from '../queries/reconcile-run.ts';
 import { resolveFindings, unobservedFindings, upsertFindings } from '../queries/reconcile-finding.ts';
 import type { CheckContext, ReconcileCheck } from './check.ts';
 import type { Finding } from '../records/finding.ts';
@@ -69,6 +70,7 @@ export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: Run
   let runId = 0;
   try {
     const settledBefore = new Date(ctx.now() - ctx.options.graceMs[check.name]);
+    await abandonRuns(ctx.sql, check.name);
     runId = await insertRun(ctx.sql, base);
     for await (const page of check.scan(ctx)) {
       const findings = unique(page.findings);
@@ -84,7 +86,8 @@ export async function runCheck(ctx: CheckContext, check: ReconcileCheck, by: Run
     return { runId, check: check.name, status: 'finished', counts, error: null };
   } catch (cause) {
     const error = (cause as Error)?.message ?? String(cause);
-    if (runId) await finishRun(ctx.sql, runId, 'failed', counts, error).catch(() => {});
+    // With the database away the run's row cannot be written: the next run of the check marks it abandoned.
+    if (runId && !isConnectionLost(cause)) await finishRun(ctx.sql, runId, 'failed', counts, error).catch(() => {});
     return { runId, check: check.name, status: 'failed', counts, error };
   } finally {
     await release();

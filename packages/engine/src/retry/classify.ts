@@ -1,3 +1,4 @@
+import { NETWORK_ERROR_CODES } from '../db/connection-lost.ts';
 import { PostboxError, type ErrorKind } from '../errors.ts';
 
 /**
@@ -25,23 +26,6 @@ const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '55P03', '55006']); // se
 const IMMEDIATE_SQLSTATES = new Set(['40001', '40P01']);
 const PERMANENT_SQLSTATE_CLASSES = new Set(['22', '23', '42', '2B', '2F', '44', '0A', '28', '3D', '3F']);
 
-// Node and postgres.js error codes for a connection that failed or went away.
-const NETWORK_CODES = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'EAI_AGAIN',
-  'CONNECTION_CLOSED',
-  'CONNECTION_DESTROYED',
-  'CONNECTION_ENDED',
-  'CONNECT_TIMEOUT',
-]);
-
 interface CodedError {
   code?: unknown;
   name?: string;
@@ -55,7 +39,7 @@ export function classify(error: unknown): Classification {
   const e = (error ?? {}) as CodedError;
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code && /^[0-9A-Z]{5}$/.test(code) && e.name === 'PostgresError') return classifySqlState(code);
-  if (code && NETWORK_CODES.has(code))
+  if (code && NETWORK_ERROR_CODES.has(code))
     return { kind: 'transient', code: `network_${code.toLowerCase()}`, immediate: false };
   // postgres.js 4: COMMIT answered with ROLLBACK — nothing was committed, so trying again is safe.
   if (code === 'TRANSACTION_ROLLED_BACK')
