@@ -31,7 +31,8 @@ const HELP = `usage: npm run test:faults -- [--iterations N] [--minutes M] [--ki
                      (${BROKER_FILES.join(', ')}), each ending with the verifier
   --mix              the soak alone (${MIX_FILE}): M minutes (default 30) of kills, stops, partitions,
                      broker, PostgreSQL and Redis faults, rebalances and replays on a seeded schedule, under
-                     steady load; the verifier every 5 minutes and at the end. Prints the seed first
+                     steady load and sagas, with reconciliation and retention runs every 2-3 minutes; the
+                     verifier every 5 minutes and at the end. Prints the seed first
   --seed N           the soak's schedule from this seed (decimal or 0x hex, < 2^64), as a soak printed it`;
 
 function integer(value: string | undefined, name: string, fallback: number): number {

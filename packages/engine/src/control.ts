@@ -14,6 +14,8 @@ export { skipEvent, type SkipResult } from './control/skip-event.ts';
 export { retryNow, type RetryNowResult } from './control/retry-now.ts';
 export { republish, type RepublishResult } from './control/republish.ts';
 export { checkHealth, type HealthCheck, type Probe } from './control/health.ts';
+export { BrokerHealthMonitor, type BrokerHealthMonitorOptions } from './control/broker-health.ts';
+export type { BrokerHealthReport, BrokerNodeHealth, TopicReplicaHealth } from './ports/broker-health.ts';
 export {
   listFailures,
   readFailure,

@@ -13,7 +13,7 @@ import { redactUrl } from '@postbox/engine';
 import { StackError } from './errors.ts';
 import { withStackLock } from './lock.ts';
 import { defaultHome, stackPaths } from './paths.ts';
-import { kafkaAnswers, kafkaService, kafkaTlsEnv, KAFKA_BROKERS, KAFKA_TLS_PORT } from './kafka.ts';
+import { kafkaService, kafkaTlsEnv, KAFKA_BROKERS, KAFKA_TLS_PORT } from './kafka.ts';
 import { stackClusterIdFile } from './kafka-cluster.ts';
 import {
   CLUSTER_SIZE,
@@ -25,12 +25,13 @@ import {
   onePerCluster,
   runningClusterSize,
 } from './stack-cluster.ts';
-import { natsAnswers, natsService, NATS_URL } from './nats.ts';
-import { rabbitmqAnswers, rabbitmqService, RABBITMQ_URL } from './rabbitmq.ts';
+import { natsService, NATS_URL } from './nats.ts';
+import { rabbitmqService, RABBITMQ_URL } from './rabbitmq.ts';
 import { canConnect, formatAddress, waitUntil } from './ports.ts';
 import { postgresAnswers, postgresService, postgresTlsUrl, POSTGRES_PORT, POSTGRES_URL } from './postgres.ts';
-import { redisAnswers, redisService, redisTlsUrl, REDIS_TLS_PORT, REDIS_URL } from './redis.ts';
+import { redisService, redisTlsUrl, REDIS_TLS_PORT, REDIS_URL } from './redis.ts';
 import { ensureDown, ensureUp, localStatus, type LocalService } from './service.ts';
+import { answers } from './service-answers.ts';
 import { ensureTlsMaterial, readTlsMaterial, tlsDir, type TlsMaterial } from './tls.ts';
 
 export { StackError, type StackErrorCode } from './errors.ts';
@@ -45,6 +46,7 @@ export {
 export {
   privateKafkaCluster,
   type PartitionHealth,
+  type ClusterNodeHost,
   type PrivateClusterNode,
   type PrivateClusterOptions,
   type PrivateKafkaCluster,
@@ -310,26 +312,6 @@ function homeLockDir(): string {
 function isExternal(service: LocalService): boolean {
   const value = process.env[service.envVar];
   return Boolean(value) && value !== service.url;
-}
-
-function answers(service: LocalService, target: string): Promise<void> {
-  switch (service.name) {
-    case 'postgres':
-      return postgresAnswers(target);
-    case 'redis':
-      return redisAnswers(target);
-    case 'kafka':
-      return kafkaAnswers(
-        target
-          .split(',')
-          .map((b) => b.trim())
-          .filter(Boolean),
-      );
-    case 'nats':
-      return natsAnswers(target);
-    case 'rabbitmq':
-      return rabbitmqAnswers(target);
-  }
 }
 
 function line(name: string, state: string, address: string, detail: string): string {

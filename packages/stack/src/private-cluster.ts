@@ -2,20 +2,18 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import kafkajs from 'kafkajs';
-import { kafkaService } from './kafka.ts';
 import {
   kafkaClusterAnswers,
-  kafkaNodePaths,
+  liveBrokerIds,
   quorumVoters,
   stackClusterIdFile,
   type KafkaClusterNode,
 } from './kafka-cluster.ts';
+import { clusterNodeService, netnsNodeService, type ClusterNodeSpec } from './netns-node.ts';
 import { stackPaths } from './paths.ts';
 import { waitUntil, type HostPort } from './ports.ts';
-import { StackError } from './errors.ts';
-import { findExecutable, requireExecutable } from './prerequisites.ts';
-import { run } from './process.ts';
 import { withSharedJars, wrap, type PrivateServer } from './private.ts';
+import { quorumLeader } from './quorum-leader.ts';
 
 /** One node of a private cluster: a private server that also knows its node id. */
 export interface PrivateClusterNode extends PrivateServer {
@@ -38,8 +36,9 @@ export interface PartitionHealth {
 }
 
 /**
- * A private KRaft cluster of `brokers` combined broker+controller nodes on free loopback ports, for tests that kill,
- * stop or pause its nodes (the stack's own cluster is never touched): the stack's node settings (kafka.ts with a
+ * A private KRaft cluster of `brokers` combined broker+controller nodes on free loopback ports (or each on an
+ * address of its own, in a network namespace of its own: `hosts`), for tests that kill, stop, pause or partition
+ * its nodes (the stack's own cluster is never touched): the stack's node settings (kafka.ts with a
  * KafkaClusterNode), one cluster id, static voters, the stack's cached jars. Detached like every private server:
  * the caller must `stop()` it, kill its pids should the caller die, and remove `home`.
  */
@@ -54,8 +53,13 @@ export interface PrivateKafkaCluster {
   start(timeoutMs?: number): Promise<void>;
   /** Resolves once the cluster lists `count` live brokers (all, unless said). */
   waitForBrokers(count?: number, timeoutMs?: number): Promise<void>;
-  /** The node id leading `partition` of `topic` (-1: none). */
-  leaderOf(topic: string, partition: number): Promise<number>;
+  /**
+   * The node id leading `partition` of `topic` (-1: none), as the metadata of the nodes `via` says (all unless
+   * said: a node cut from its peers still names itself the leader of what it led).
+   */
+  leaderOf(topic: string, partition: number, via?: number[]): Promise<number>;
+  /** The ids of the live (registered, unfenced) brokers, as the metadata of the nodes `via` lists them. */
+  liveBrokers(via?: number[]): Promise<number[]>;
   /**
    * The node id of the metadata quorum's leader: the active controller (Admin.describeMetadataQuorum), asked
    * through the nodes `via` (all unless said: a stopped node in the bootstrap list can hang the request).
@@ -66,11 +70,24 @@ export interface PrivateKafkaCluster {
   stop(): Promise<void>;
 }
 
+/** Where one node runs: the address it listens on and advertises (all its listeners), and its namespace. */
+export interface ClusterNodeHost {
+  /** The one address of the node's client, controller and inter-broker listeners. */
+  address: string;
+  /**
+   * A network namespace (`ip netns`, root only) holding `address`, which the node's process is started in; its
+   * peers and clients reach it over that address, so rules inside the namespace can cut it from its peers alone.
+   */
+  netns?: string;
+}
+
 export interface PrivateClusterOptions {
   /** Broker and controller port of each node; free loopback ports unless given. */
   ports?: Array<{ broker: number; controller: number }>;
   /** Extra server.properties lines for every node. */
   properties?: string;
+  /** Each node's address and namespace. @defaultValue every node on 127.0.0.1 in this namespace */
+  hosts?: ClusterNodeHost[];
 }
 
 export async function privateKafkaCluster(
@@ -78,14 +95,17 @@ export async function privateKafkaCluster(
   brokers = 3,
   options: PrivateClusterOptions = {},
 ): Promise<PrivateKafkaCluster> {
-  const host = '127.0.0.1';
   const ports = options.ports ?? (await freePortPairs(brokers));
-  if (ports.length !== brokers)
-    throw new Error(`a cluster of ${brokers} needs ${brokers} port pairs, got ${ports.length}`);
+  const hosts: ClusterNodeHost[] = options.hosts ?? ports.map(() => ({ address: '127.0.0.1' }));
+  if (ports.length !== brokers || hosts.length !== brokers)
+    throw new Error(
+      `a cluster of ${brokers} needs ${brokers} port pairs and hosts, got ${ports.length}, ${hosts.length}`,
+    );
   const paths = withSharedJars(stackPaths(home));
-  const voters = quorumVoters(ports.map((p) => ({ host, port: p.controller })));
+  const controllers = ports.map((p, i): HostPort => ({ host: hosts[i]!.address, port: p.controller }));
+  const voters = quorumVoters(controllers);
   const clusterIdFile = stackClusterIdFile(paths);
-  const urls = ports.map((p) => `${host}:${p.broker}`);
+  const urls = ports.map((p, i) => `${hosts[i]!.address}:${p.broker}`);
   const waitForBrokers = async (count = brokers, timeoutMs = 120_000) => {
     await waitUntil(() => kafkaClusterAnswers(urls, count), {
       what: `${count} live brokers in the private cluster at ${urls.join(',')}`,
@@ -97,17 +117,15 @@ export async function privateKafkaCluster(
   const nodes = ports.map((p, i): PrivateClusterNode => {
     const id = i + 1;
     const node: KafkaClusterNode = { id, voters, brokers, clusterIdFile };
-    const broker: HostPort = { host, port: p.broker };
-    const server = wrap(
-      kafkaService(
-        kafkaNodePaths(paths, id),
-        { broker, controller: { host, port: p.controller } },
-        options.properties ?? '',
-        undefined,
-        node,
-      ),
+    const { address, netns } = hosts[i]!;
+    const spec: ClusterNodeSpec = {
       home,
-    );
+      node,
+      broker: { host: address, port: p.broker },
+      controller: controllers[i]!,
+      properties: options.properties ?? '',
+    };
+    const server = wrap(netns ? netnsNodeService(spec, netns) : clusterNodeService(spec), home);
     return {
       ...server,
       id,
@@ -120,6 +138,7 @@ export async function privateKafkaCluster(
       },
     };
   });
+  const through = (via?: number[]) => (via ? via.map((id) => urls[id - 1]!) : urls);
   const node = (id: number) => {
     const found = nodes[id - 1];
     if (!found) throw new Error(`the cluster has nodes 1..${brokers}, not ${id}`);
@@ -132,18 +151,26 @@ export async function privateKafkaCluster(
     node,
     async start(timeoutMs = 180_000) {
       await fs.mkdir(home, { recursive: true });
-      await Promise.all(nodes.map((n) => n.start(timeoutMs)));
+      // Every start settles before a failure is thrown: the caller's stop() then finds each node that did start.
+      const started = await Promise.allSettled(nodes.map((n) => n.start(timeoutMs)));
+      const failed = started.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
       await waitForBrokers(brokers, timeoutMs);
     },
     waitForBrokers,
-    async leaderOf(topic, partition) {
-      const [meta] = await topicMetadata(urls, [topic]);
+    liveBrokers: (via) => liveBrokerIds(through(via)),
+    async leaderOf(topic, partition, via) {
+      const [meta] = await topicMetadata(through(via), [topic]);
       const found = meta?.partitions.find((x) => x.partitionId === partition);
       if (!found) throw new Error(`${topic} has no partition ${partition}`);
       return found.leader;
     },
     controllerLeader: (via = nodes.map((n) => n.id)) =>
-      quorumLeader(paths.kafka.libs, home, via.map((id) => `${host}:${ports[id - 1]!.controller}`).join(',')),
+      quorumLeader(
+        paths.kafka.libs,
+        home,
+        via.map((id) => `${controllers[id - 1]!.host}:${controllers[id - 1]!.port}`).join(','),
+      ),
     async partitionHealth(topics) {
       const health: PartitionHealth = { underReplicated: 0, offline: 0, minIsr: new Map() };
       for (const t of await topicMetadata(urls, topics)) {
@@ -184,63 +211,6 @@ async function topicMetadata(urls: string[], topics: string[]) {
     await admin.disconnect();
   }
 }
-
-/**
- * The quorum's leader through the Java admin client (kafkajs has no DescribeQuorum, and MetadataQuorumCommand lives
- * in kafka-tools, which the stack does not download): a ten-line program compiled once per home with javac. It
- * asks the controllers themselves (bootstrap.controllers): a broker forwards the request to the controller it last
- * knew, and while that one is stopped brokers kept failing it for ~40 s after the quorum had elected another.
- */
-async function quorumLeader(libs: string, home: string, controllers: string): Promise<number> {
-  const dir = path.join(home, 'quorum-leader');
-  const java = await requireExecutable('java');
-  const classpath = `${libs}/*${path.delimiter}${dir}`;
-  if (
-    !(await fs
-      .access(path.join(dir, 'QuorumLeader.class'))
-      .then(() => true)
-      .catch(() => false))
-  ) {
-    await fs.mkdir(dir, { recursive: true });
-    await fs.writeFile(path.join(dir, 'QuorumLeader.java'), QUORUM_LEADER_JAVA);
-    await fs.writeFile(path.join(dir, 'log4j.properties'), 'log4j.rootLogger=OFF\n');
-    const javac = await findExecutable('javac');
-    if (!javac)
-      throw new StackError(
-        'prerequisite_missing',
-        'javac not found (controllerLeader compiles a small admin client): apt-get install -y openjdk-17-jdk-headless',
-      );
-    await run(javac, ['-cp', `${libs}/*`, '-d', dir, path.join(dir, 'QuorumLeader.java')], { timeoutMs: 60_000 });
-  }
-  const log4j = `-Dlog4j.configuration=file:${path.join(dir, 'log4j.properties')}`;
-  const { stdout } = await run(
-    java,
-    ['-XX:TieredStopAtLevel=1', log4j, '-cp', classpath, 'QuorumLeader', controllers],
-    {
-      timeoutMs: 30_000,
-    },
-  );
-  const id = Number(stdout.trim().split('\n').at(-1));
-  if (!Number.isInteger(id)) throw new Error(`describeMetadataQuorum printed no leader id: ${stdout.trim()}`);
-  return id;
-}
-
-const QUORUM_LEADER_JAVA = `import java.util.Properties;
-import org.apache.kafka.clients.admin.Admin;
-
-/** Prints the metadata quorum's leader id (the active controller), asked of the controllers in args[0]. */
-public class QuorumLeader {
-  public static void main(String[] args) throws Exception {
-    Properties p = new Properties();
-    p.put("bootstrap.controllers", args[0]);
-    p.put("request.timeout.ms", "3000");
-    p.put("default.api.timeout.ms", "4000");
-    try (Admin admin = Admin.create(p)) {
-      System.out.println(admin.describeMetadataQuorum().quorumInfo().get().leaderId());
-    }
-  }
-}
-`;
 
 /** Ports handed out by this process, never twice (a node may not have bound its own yet). */
 const handedOut = new Set<number>();

@@ -27,3 +27,4 @@ export {
   type RunningRelay,
 } from './runtime/relay.ts';
 export { startConsumer, type ConsumerRuntimeOptions } from './runtime/consumer.ts';
+export { startWhenReady } from './runtime/start-when-ready.ts';

@@ -1,86 +1,42 @@
 import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 import { ensureTopics } from '@postbox/engine/kafka';
-import { privateKafkaCluster, type PrivateKafkaCluster } from '@postbox/stack';
-import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { createTopic, uniqueTopic } from '../support/kafka.ts';
-import { alive, faultDuration, Pipeline, recordScenario, stopGracefully } from '../support/pipeline.ts';
+import type { PrivateKafkaCluster } from '@postbox/stack';
+import { assertAlive, ClusterLab, cpuSeconds, published } from '../support/cluster-lab.ts';
+import { uniqueTopic } from '../support/kafka.ts';
+import { faultDuration, type Pipeline } from '../support/pipeline.ts';
 import { waitFor, type RoleProcess } from '../support/processes.ts';
-import { stack as shared } from '../support/stack.ts';
+import { publishedMissingFrom } from '../support/topic-log.ts';
 
-// Postbox on a three-node KRaft cluster (a private one; topics of replication factor 3, min.insync.replicas=2, the
-// relay's producer acks=all + idempotent) while its nodes fail: the partition leader SIGKILLed mid-stream (C1), two
-// of three nodes down (C3: publishing must stall, not lose — no row marked published that is not on the log), and
-// with POSTBOX_FAULT_FULL=1 (`npm run test:faults`) a controller failover (C4) and a rolling restart (C5). Writer,
-// relay and consumer are real processes that the test never restarts; each scenario ends with the verifier.
+// Postbox on a three-node KRaft cluster (a private one, each node in a network namespace of its own; topics of
+// replication factor 3, min.insync.replicas=2, the relay's producer acks=all + idempotent) while its nodes fail:
+// the partition leader SIGKILLed mid-stream (C1), two of three nodes down (C3: publishing must stall, not lose — no
+// row marked published that is not on the log), and with POSTBOX_FAULT_FULL=1 (`npm run test:faults`) the leader
+// of a partition cut from its two peers while clients still reach it (C2), a controller failover (C4) and a
+// rolling restart (C5). Writer, relay and consumer are real processes that the test never restarts; each scenario
+// ends with the verifier.
 const FULL = process.env.POSTBOX_FAULT_FULL === '1';
 const DOWN_MS = faultDuration('POSTBOX_FAULT_PAUSE_MS', 10_000);
-/** A killed leader is fenced only after broker.session.timeout.ms (9 s): a lease shorter than that re-sends. */
-const RELAY_LEASE_MS = '20000';
+/** C2's cut: well past the cut node's fencing (broker.session.timeout.ms, 9 s) and its partitions' move. */
+const CUT_MS = faultDuration('POSTBOX_FAULT_PARTITION_MS', 30_000);
 // A process retrying with backoff uses a few percent of a core; a tight loop uses all of it.
 const MAX_CPU_SHARE = 0.25;
 
+let lab: ClusterLab;
 let cluster: PrivateKafkaCluster;
-let db: TestDatabase;
-const pipelines = new Set<Pipeline>();
-const home = path.join(os.tmpdir(), `postbox-cluster-${randomBytes(4).toString('hex')}`);
-const pids = new Set<number>();
-
-// Should this process die before after() runs, no node outlives it.
-process.on('exit', () => {
-  for (const pid of pids) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
-});
-
-async function track(): Promise<void> {
-  for (const n of cluster.nodes) {
-    const pid = await n.pid();
-    if (pid !== undefined) pids.add(pid);
-  }
-}
-
-async function restartNode(id: number): Promise<void> {
-  await cluster.node(id).restart();
-  await track();
-  await cluster.waitForBrokers();
-}
 
 before(async () => {
   const started = Date.now();
-  cluster = await privateKafkaCluster(home, 3);
-  const database = freshDatabase('pbk');
-  try {
-    await cluster.start();
-  } finally {
-    await track();
-  }
-  db = await database;
+  lab = await ClusterLab.start('pbk');
+  cluster = lab.cluster;
   console.log(`# cluster: 3 nodes live in ${((Date.now() - started) / 1000).toFixed(1)} s at ${cluster.url}`);
 });
 
-// A scenario that failed half-way leaves its roles running: they must not load the next one.
-afterEach(async () => {
-  for (const p of pipelines) await p.stopAll();
-  pipelines.clear();
-});
+afterEach(() => lab?.endScenario());
 
-after(async () => {
-  await cluster?.stop();
-  await fs.rm(home, { recursive: true, force: true });
-  await db?.drop();
-});
+after(() => lab?.stop());
 
 function admin() {
   return new Kafka({
@@ -90,68 +46,8 @@ function admin() {
   }).admin();
 }
 
-async function pipelineFor(name: string): Promise<{ p: Pipeline; roles: RoleProcess[]; topic: string }> {
-  const topic = uniqueTopic(name);
-  await createTopic(topic, 3, {}, { brokers: cluster.url });
-  const p = new Pipeline({
-    databaseUrl: db.url,
-    kafkaBrokers: cluster.url,
-    redisUrl: shared.REDIS_URL,
-    topic,
-    partitions: 3,
-    consumer: `${name}${topic.slice(-6)}`,
-    env: { POSTBOX_RELAY_LEASE_MS: RELAY_LEASE_MS },
-  });
-  pipelines.add(p);
-  await p.setup();
-  const roles = [
-    p.writer({ WRITER_RATE: '30', WRITER_AGGREGATES: '60' }),
-    p.relay({ POSTBOX_RELAY_THREADS: '1' }),
-    p.consumer(),
-  ];
-  await waitFor('events applied before the fault', async () => (await applied(p)) >= 100, 90_000, 500);
-  return { p, roles, topic };
-}
-
-async function applied(p: Pipeline): Promise<number> {
-  const [r] = await p.sql<
-    { n: number }[]
-  >`SELECT count(*)::int AS n FROM test_applied WHERE consumer = ${p.o.consumer}`;
-  return r!.n;
-}
-
-async function published(p: Pipeline): Promise<number> {
-  const [r] = await p.sql<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM message_outbox WHERE topic = ${p.o.topic} AND status = 'published'`;
-  return r!.n;
-}
-
-function assertAlive(roles: RoleProcess[], when: string): void {
-  for (const r of roles)
-    assert.ok(alive(r), `${r.child.spawnargs.slice(2).join(' ')} died ${when}:\n${r.output().slice(-3000)}`);
-}
-
-/** Stops the writer, waits for everything committed to settle, asserts the verifier's counts, prints the line. */
-async function finish(p: Pipeline, roles: RoleProcess[], scenario: string): Promise<void> {
-  await stopGracefully(roles[0]!, 'writer', 'writer started');
-  const report = await p.settle(240_000, { stuckAfterMs: DOWN_MS + 60_000 });
-  assertAlive(roles.slice(1), `in ${scenario}`);
-  const c = report.consumers[0]!;
-  assert.equal(report.log.lostWrites.count, 0, 'every published row holds its event at its stored position');
-  assert.equal(report.log.positionConflicts.count, 0);
-  assert.equal(c.lost.count, 0);
-  assert.equal(c.appliedTwice!.count, 0);
-  assert.equal(c.outOfOrder.count, 0);
-  assert.equal(report.log.byStatus.failed ?? 0, 0, 'no row given up by the relay');
-  recordScenario({ scenario, iterations: 1, report });
-  pipelines.delete(p);
-  await p.stopAll();
-}
-
-/** CPU seconds (user + system) a process used so far, from /proc/<pid>/stat. */
-function cpuSeconds(p: RoleProcess): number {
-  const fields = readFileSync(`/proc/${p.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+function finish(p: Pipeline, roles: RoleProcess[], scenario: string): Promise<void> {
+  return lab.finish(p, roles, scenario, DOWN_MS + 60_000);
 }
 
 test("the cluster: 3 live brokers; Postbox's topics get RF 3 and min.insync.replicas=2, are writable, ISR 3 everywhere", async () => {
@@ -219,7 +115,7 @@ test("the cluster: 3 live brokers; Postbox's topics get RF 3 and min.insync.repl
 test('C1: the partition leader SIGKILLed while the relay publishes, back after 10 s: nothing acknowledged is lost', {
   timeout: 480_000,
 }, async () => {
-  const { p, roles, topic } = await pipelineFor('c1');
+  const { p, roles, topic } = await lab.pipelineFor('c1');
   const leader = await cluster.leaderOf(topic, 0);
   const killed = Date.now();
   await cluster.node(leader).kill('SIGKILL');
@@ -236,7 +132,7 @@ test('C1: the partition leader SIGKILLed while the relay publishes, back after 1
   await sleep(Math.max(0, 10_000 - (Date.now() - killed)));
   assertAlive(roles, 'while the leader was down');
   console.log(`# cluster leader kill: partition 0 moved from node ${leader} to ${moved}`);
-  await restartNode(leader);
+  await lab.restartNode(leader);
   await sleep(5000);
   await finish(p, roles, 'cluster.leader-kill');
 });
@@ -244,7 +140,7 @@ test('C1: the partition leader SIGKILLed while the relay publishes, back after 1
 test(`C3: two of three nodes SIGKILLed for ${DOWN_MS / 1000} s: publishing stalls (published rows frozen), nothing lost`, {
   timeout: DOWN_MS + 480_000,
 }, async () => {
-  const { p, roles, topic } = await pipelineFor('c3');
+  const { p, roles, topic } = await lab.pipelineFor('c3');
   const leader = await cluster.leaderOf(topic, 0);
   const down = [leader, (leader % 3) + 1];
   await Promise.all(down.map((id) => cluster.node(id).kill('SIGKILL')));
@@ -267,19 +163,88 @@ test(`C3: two of three nodes SIGKILLed for ${DOWN_MS / 1000} s: publishing stall
   );
   assert.ok(pending!.n > 0, 'the writer kept committing while publishing stalled');
   assert.ok(shares[1]! < MAX_CPU_SHARE, `the relay used ${pct(shares[1]!)} of a core while it could not publish`);
-  await Promise.all(down.map((id) => cluster.node(id).restart()));
-  await track();
-  await cluster.waitForBrokers();
+  await Promise.all(down.map((id) => lab.restartNode(id)));
   await sleep(5000);
   await finish(p, roles, 'cluster.two-down');
 });
 
-// C4 and C5: the full level only (npm run test:faults); not defined at all in `npm test` (nothing skipped).
+// C2, C4 and C5: the full level only (npm run test:faults); not defined at all in `npm test` (nothing skipped).
+if (FULL)
+  test(`C2: the leader of partition 0 cut from its two peers for ${CUT_MS / 1000} s, clients still reaching it: fenced, its partitions led elsewhere, publishing resumes, every published row on the survivors' log`, {
+    timeout: CUT_MS + 540_000,
+  }, async () => {
+    const { p, roles, topic } = await lab.pipelineFor('c2');
+    const cut = await cluster.leaderOf(topic, 0);
+    const survivors = cluster.nodes.map((n) => n.id).filter((id) => id !== cut);
+    const controller = await cluster.controllerLeader();
+    const from = Date.now();
+    await lab.netns.cutPeers(
+      lab.role(cut),
+      survivors.map((id) => lab.address(id)),
+    );
+    let movedAt: Date;
+    let healedAt: Date;
+    try {
+      // The survivors' view: the cut node's session ends (broker.session.timeout.ms) and the controller fences it,
+      // then gives its partitions to replicas in their ISR; the cut node itself still names itself their leader.
+      const moved = await waitFor(
+        `partition 0 led by a survivor (${survivors.join(', ')})`,
+        async () => {
+          const now = await cluster.leaderOf(topic, 0, survivors).catch(() => -1);
+          return survivors.includes(now) ? now : undefined;
+        },
+        45_000,
+        500,
+      );
+      const movedMs = Date.now() - from;
+      await waitFor(
+        `node ${cut} fenced (absent from the survivors' live brokers)`,
+        async () => !(await cluster.liveBrokers(survivors).catch(() => [cut])).includes(cut),
+        30_000,
+        500,
+      );
+      movedAt = new Date();
+      console.log(
+        `# cluster partition: node ${cut} (controller was ${controller}) cut; partition 0 led by ${moved} after ${movedMs} ms, node ${cut} fenced by ${movedAt.getTime() - from} ms`,
+      );
+      await sleep(Math.max(0, CUT_MS - (Date.now() - from)));
+      assertAlive(roles, `while node ${cut} was cut`);
+      // Still cut: what the relay was told is on the log is on the survivors' (read through them alone).
+      const missing = await publishedMissingFrom(p.sql, lab.brokersOf(survivors), topic);
+      assert.deepEqual(missing.slice(0, 5), [], `${missing.length} published rows not on the survivors' log`);
+    } finally {
+      healedAt = new Date();
+      await lab.netns.heal(lab.role(cut));
+    }
+    // Publishing resumed on the new leader while the old one, cut, still thought it led: rows of partition 0
+    // acknowledged between the move and the heal.
+    const resumed = await p.sql<{ partition: number; n: number }[]>`
+      SELECT broker_partition AS partition, count(*)::int AS n FROM message_outbox
+      WHERE topic = ${topic} AND status = 'published' AND published_at >= ${movedAt} AND published_at < ${healedAt}
+      GROUP BY 1 ORDER BY 1`;
+    console.log(
+      `# cluster partition: published between the move and the heal: ${resumed.map((r) => `p${r.partition} ${r.n}`).join(', ') || 'none'}`,
+    );
+    assert.ok((resumed.find((r) => r.partition === 0)?.n ?? 0) > 0, 'partition 0 published to its new leader');
+    // Back: the cut node rejoins, truncates what it alone appended, catches up and re-enters every ISR.
+    await cluster.waitForBrokers();
+    await waitFor(
+      `node ${cut} back in every ISR of ${topic}`,
+      async () => (await cluster.partitionHealth([topic])).underReplicated === 0,
+      120_000,
+      1000,
+    );
+    await lab.finish(p, roles, 'cluster.partition-leader', CUT_MS + 60_000, async () => {
+      const missing = await publishedMissingFrom(p.sql, cluster.url, topic);
+      assert.deepEqual(missing.slice(0, 5), [], `${missing.length} published rows not on the log after the heal`);
+    });
+  });
+
 if (FULL)
   test('C4: the active controller (a broker too) SIGSTOPped for 30 s: a new quorum leader, publishing resumes while it is stopped', {
     timeout: 480_000,
   }, async () => {
-    const { p, roles } = await pipelineFor('c4');
+    const { p, roles } = await lab.pipelineFor('c4');
     const old = await cluster.controllerLeader();
     const others = cluster.nodes.map((n) => n.id).filter((id) => id !== old);
     const before = await published(p);
@@ -324,10 +289,10 @@ if (FULL)
   test('C5: a rolling restart (SIGTERM each node, back and fully replicated before the next): nothing lost', {
     timeout: 600_000,
   }, async () => {
-    const { p, roles, topic } = await pipelineFor('c5');
+    const { p, roles, topic } = await lab.pipelineFor('c5');
     for (const n of cluster.nodes) {
       await n.kill('SIGTERM');
-      await restartNode(n.id);
+      await lab.restartNode(n.id);
       await waitFor(
         `no under-replicated partition after node ${n.id} came back`,
         async () => (await cluster.partitionHealth([topic, '__consumer_offsets'])).underReplicated === 0,

@@ -15,7 +15,9 @@ const exec = promisify(execFile);
  * - `drop`: packets to the port vanish (a silent partition: connects time out, established streams stall);
  * - `reset`: the role's packets to the port are answered by a TCP reset (a loud partition);
  * - `oneway`: packets from the port vanish (requests reach the server, which acts; its replies never arrive).
- * The root namespace's rules are never touched.
+ * A fourth set, by address (`cutPeers`), drops every packet to and from other namespaces' addresses: a server run
+ * inside a namespace (a cluster's node) loses its peers while the root namespace (the test, its roles) still
+ * reaches it. The root namespace's rules are never touched.
  */
 export type CutMode = 'drop' | 'reset' | 'oneway';
 
@@ -33,7 +35,12 @@ export interface Netns {
   cut(role: string, ports: number[], mode: CutMode): Promise<void>;
   /** Removes these cuts of the role, leaving its others. */
   uncut(role: string, ports: number[], mode: CutMode): Promise<void>;
-  /** Removes every cut of the role. */
+  /**
+   * Drops every packet between the role and these addresses (other roles' `address()`), both ways, whatever the
+   * port: the role's namespace is partitioned from theirs; the bridge's host still reaches it.
+   */
+  cutPeers(role: string, addresses: string[]): Promise<void>;
+  /** Removes every cut of the role (by port and by address). */
   heal(role: string): Promise<void>;
   /** From inside the role's namespace: does a TCP connect to host:port succeed within `timeoutMs`? */
   probe(role: string, port: number, timeoutMs?: number, host?: string): Promise<'ok' | 'timeout' | 'refused'>;
@@ -66,13 +73,16 @@ const ruleset = (host: string) => `table inet pbxfault {
   set drop_to { type inet_service; }
   set reset_to { type inet_service; }
   set drop_from { type inet_service; }
+  set peers { type ipv4_addr; }
   chain output {
     type filter hook output priority -10; policy accept;
+    ip daddr @peers drop
     ip daddr ${host} tcp dport @drop_to drop
     ip daddr ${host} tcp dport @reset_to reject with tcp reset
   }
   chain input {
     type filter hook input priority -10; policy accept;
+    ip saddr @peers drop
     ip saddr ${host} tcp sport @drop_from drop
   }
 }
@@ -156,8 +166,13 @@ export async function createNetns(roles: string[]): Promise<Netns> {
     async uncut(role, ports, mode) {
       await nft(role, ['delete', 'element', 'inet', 'pbxfault', SETS[mode], `{ ${ports.join(', ')} }`], 'uncut');
     },
+    async cutPeers(role, addresses) {
+      if (addresses.length === 0) throw new Error('cutPeers: no addresses');
+      await nft(role, ['add', 'element', 'inet', 'pbxfault', 'peers', `{ ${addresses.join(', ')} }`], 'cut peers');
+    },
     async heal(role) {
-      for (const set of Object.values(SETS)) await nft(role, ['flush', 'set', 'inet', 'pbxfault', set], 'heal');
+      for (const set of [...Object.values(SETS), 'peers'])
+        await nft(role, ['flush', 'set', 'inet', 'pbxfault', set], 'heal');
     },
     probe: (role, port, timeoutMs = 2000, to = host) => probe(nsName(role), to, port, timeoutMs),
     describe: (role) => nft(role, ['list', 'table', 'inet', 'pbxfault'], 'listing cuts'),

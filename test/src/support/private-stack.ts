@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
 import {
   privateKafka,
   privateNats,
@@ -333,25 +332,4 @@ async function stopStack(stack: PrivateStack): Promise<void> {
     );
 }
 
-/** Creates a topic on the stack's broker (through its proxy, if any). */
-export async function createPrivateTopic(
-  stack: PrivateStack,
-  topic: string,
-  partitions: number,
-  configEntries: Array<{ name: string; value: string }> = [],
-): Promise<void> {
-  const admin = new Kafka({
-    clientId: 'postbox-test-admin',
-    brokers: [stack.urls.KAFKA_BROKERS!],
-    logLevel: logLevel.NOTHING,
-  }).admin();
-  await admin.connect();
-  try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: partitions, replicationFactor: 1, configEntries }],
-    });
-  } finally {
-    await admin.disconnect();
-  }
-}
+export { createPrivateTopic } from './private-topic.ts';

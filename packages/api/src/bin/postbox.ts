@@ -52,6 +52,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
     summary: 'run consumers (Kafka → inbox-deduplicated, ordered handlers)',
     load: async () => (await import('../cli/consume-command.ts')).consumeCommand,
   },
+  status: {
+    summary: "do PostgreSQL, the broker and Redis answer; the broker's replicas of Postbox's topics (exit 1 if not)",
+    load: async () => (await import('../cli/status-command.ts')).statusCommand,
+  },
   verify: {
     summary: 'check log and consumers: nothing lost, applied twice, reordered or stuck (exit 1 if so)',
     load: async () => (await import('../cli/verify-command.ts')).verifyCommand,

@@ -4,13 +4,20 @@ import { parseArgs } from 'node:util';
 import { ConfigError, connect, createLogger, type ConsumerDefinition, type Logger } from '@postbox/engine';
 import type { TopicSpec } from '@postbox/engine/kafka';
 import type { Consumer } from '@postbox/engine/runtime';
-import { awaitTopics, partitionCounts, startConsumer, type ConsumerRuntimeOptions } from '@postbox/workers';
+import {
+  awaitTopics,
+  partitionCounts,
+  startConsumer,
+  startWhenReady,
+  type ConsumerRuntimeOptions,
+} from '@postbox/workers';
 import { linkEnv, requireLink } from '../config/links.ts';
 import { readConfig, type PostboxConfig } from '../config/env.ts';
 import { migrateDemo } from '../demo/migrate-demo.ts';
 import { DEMO_CONSUMER, demoProjectionConsumer } from '../demo/order-projection.ts';
 import { startTelemetry } from '../telemetry/sdk.ts';
 import { startPartitionRole } from './partition-role.ts';
+import { StartInterrupted } from './role-set.ts';
 import { runRoles } from './run-roles.ts';
 import { checkLinks } from './link-check.ts';
 import { shutdownSignal } from './signals.ts';
@@ -73,7 +80,13 @@ export async function consumeCommand(argv: string[]): Promise<number> {
       consumers.push(
         await roles.start(
           `consumer ${definition.name}`,
-          () => startConsumer(withThreads(definition, threads), runtime),
+          async () => {
+            const what = `consumer ${definition.name}`;
+            const start = () => startConsumer(withThreads(definition, threads), runtime);
+            const consumer = await startWhenReady(what, start, { signal, log });
+            if (!consumer) throw new StartInterrupted(what);
+            return consumer;
+          },
           stopped,
         ),
       );

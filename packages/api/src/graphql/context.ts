@@ -1,5 +1,5 @@
 import type { PayloadKeyRing, Sql } from '@postbox/engine';
-import type { BacklogMonitor, Probe } from '@postbox/engine/control';
+import type { BacklogMonitor, BrokerHealthMonitor, Probe } from '@postbox/engine/control';
 import type { Reconciler } from '@postbox/engine/reconcile';
 import type { RetryScheduler } from '@postbox/engine/runtime';
 import type { SagaOrchestrator } from '@postbox/engine/saga';
@@ -9,6 +9,8 @@ import type { Caller } from './auth.ts';
 export interface ApiDeps {
   sql: Sql;
   backlog: BacklogMonitor;
+  /** The broker's replica health of Postbox's topics, sampled here; `supported` is false for NATS and RabbitMQ. */
+  brokerHealth: BrokerHealthMonitor;
   /** The retry scheduler of a consumer (one queue each); null without Redis. */
   schedulerFor: (consumer: string) => RetryScheduler | null;
   probes: Record<string, Probe>;

@@ -1,5 +1,5 @@
 import { connect, createWaker } from '@postbox/engine';
-import { BacklogMonitor } from '@postbox/engine/control';
+import { BacklogMonitor, BrokerHealthMonitor } from '@postbox/engine/control';
 import { createBrokerOffsets } from '@postbox/workers';
 import { BullmqRetryScheduler, redisProbe } from '@postbox/engine/bullmq';
 import { type CheckName, Reconciler } from '@postbox/engine/reconcile';
@@ -26,15 +26,16 @@ export interface ApiResourceOptions {
 }
 
 /**
- * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets, a Redis connection for
- * readiness and the retry schedulers of consumers, opened when a call needs one and closed when idle (a bounded
- * SchedulerCache), and the reconciler over them. `close` ends all of them.
+ * The control plane's connections: a small PostgreSQL pool, a broker admin for offsets and replica health, a
+ * Redis connection for readiness and the retry schedulers of consumers, opened when a call needs one and closed
+ * when idle (a bounded SchedulerCache), and the reconciler over them. `close` ends all of them.
  */
 export function createApiResources(config: PostboxConfig, options: ApiResourceOptions = {}): ApiResources {
   const sql = connect({ url: config.databaseUrl, max: 4, applicationName: 'postbox-api' });
   const offsets = createBrokerOffsets(config.broker, config.topics);
   const redis = config.redisUrl ? redisProbe(config.redisUrl) : null;
   const backlog = new BacklogMonitor({ sql, offsets, topics: config.topics.map((t) => t.topic) });
+  const brokerHealth = new BrokerHealthMonitor({ offsets, topics: config.topics.map((t) => t.topic) });
   const redisUrl = config.redisUrl;
   const schedulers = new SchedulerCache({
     open: (consumer) => new BullmqRetryScheduler({ redisUrl: redisUrl!, consumer }),
@@ -54,6 +55,7 @@ export function createApiResources(config: PostboxConfig, options: ApiResourceOp
   const deps: ApiDeps = {
     sql,
     backlog,
+    brokerHealth,
     schedulerFor: (consumer) => (redisUrl ? schedulerFor(consumer) : null),
     probes: {
       postgres: () => sql`SELECT 1`,
@@ -68,6 +70,7 @@ export function createApiResources(config: PostboxConfig, options: ApiResourceOp
     deps,
     async close() {
       await backlog.stop();
+      await brokerHealth.stop();
       await schedulers.close();
       await offsets.close();
       redis?.close();

@@ -89,6 +89,8 @@ export async function startControlPlane(config: ApiConfig, deps: ApiDeps): Promi
   });
   const address = server.address() as AddressInfo;
   deps.backlog.start();
+  // The control plane holds the broker admin: it samples the replica health and exports its gauges.
+  deps.brokerHealth.start();
   // The control plane runs reconciliation, so it reports the findings gauge (read from the rows at a scrape).
   const unobserve = observeReconcileFindings(server, deps.sql);
   return {
@@ -97,6 +99,7 @@ export async function startControlPlane(config: ApiConfig, deps: ApiDeps): Promi
     async close() {
       unobserve();
       await deps.backlog.stop();
+      await deps.brokerHealth.stop();
       server.closeIdleConnections();
       // Subscriptions (SSE) are long requests: end them rather than wait.
       const forced = setTimeout(() => server.closeAllConnections(), 2000);

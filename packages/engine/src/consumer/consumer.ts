@@ -1,12 +1,13 @@
 import type { InboundRecord, PartitionLag, Subscriber, TopicPartition } from '../ports/subscriber.ts';
 import { recordLogFields } from '../telemetry/log-fields.ts';
 import { silentLogger, type Logger } from '../telemetry/logger.ts';
-import { observeConsumer, recordConsumeTask } from '../telemetry/metrics.ts';
+import { observeConsumer, recordConsumeTask, recordRedelivered } from '../telemetry/metrics.ts';
 import { AggregateQueues, type HeldEvent } from './aggregate-queues.ts';
 import type { ConsumerDefinition } from './definition.ts';
 import { DurableRetries, type DurableRetryConfig } from './durable-retries.ts';
 import type { ConsumeExecutor } from './executor.ts';
 import { OffsetCommitter, partitionKey, partitionOfKey, type PartitionState } from './offset-committer.ts';
+import { Redeliveries } from './redeliveries.ts';
 import { ConsumerCounters, type ConsumerStats } from './stats.ts';
 import { inMemoryRetry, type TransientPolicy } from './transient-policy.ts';
 import { encodeTask, type ConsumeTaskResult, type RecordResult, type WireRecord } from '../records/wire.ts';
@@ -62,6 +63,7 @@ export class Consumer {
   readonly #offsets: OffsetCommitter;
   readonly #retries: DurableRetries | null;
   readonly #counters = new ConsumerCounters();
+  readonly #redeliveries = new Redeliveries();
   readonly #tasks = new Set<Promise<void>>();
   #pumpQueued = false;
   #assigned = new Set<string>();
@@ -173,12 +175,14 @@ export class Consumer {
   #onRecords(records: InboundRecord[]): number {
     if (this.#state !== 'running') return 0;
     let taken = 0;
+    let redelivered = 0;
     for (const record of records) {
       if (!this.#assigned.has(partitionKey(record.topic, record.partition))) break;
       const part = this.#offsets.partition(record.topic, record.partition);
       const offset = BigInt(record.offset);
       if (offset <= part.highest) {
         taken++; // fetched again after a rebalance: already held
+        redelivered++;
         continue;
       }
       // A record without a key has no aggregate: it queues alone (and fails as invalid in the worker).
@@ -188,7 +192,9 @@ export class Consumer {
       this.#offsets.track(part, offset);
       taken++;
       this.#counters.received++;
+      if (this.#redeliveries.received(part.key, offset)) redelivered++;
     }
+    if (redelivered > 0) recordRedelivered(this.definition.name, records[0]!.topic, redelivered);
     this.#backpressure();
     this.#queuePump();
     return taken;

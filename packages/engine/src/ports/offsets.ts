@@ -1,3 +1,5 @@
+import type { BrokerHealthReport } from './broker-health.ts';
+
 /** One partition's positions: the end of the log and, for a group, its committed offset (next to read). */
 export interface PartitionPosition {
   topic: string;
@@ -27,5 +29,11 @@ export interface BrokerOffsets {
   retention(topics: string[]): Promise<TopicRetention[]>;
   /** Answers when the broker does; throws with the cause otherwise. */
   ping(): Promise<void>;
+  /**
+   * The replica health of `topics` (under-replicated, offline, ISR below min.insync.replicas) and whether each
+   * node answers. Never throws: a failed probe is a report that says why. Absent where the broker has no such
+   * notion to read (Kafka has it; NATS and RabbitMQ do not, here).
+   */
+  health?(topics: string[]): Promise<BrokerHealthReport>;
   close(): Promise<void>;
 }

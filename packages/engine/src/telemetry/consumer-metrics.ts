@@ -22,6 +22,11 @@ const instruments = defineInstruments((make) => ({
     'postbox.consumer.end_to_end.age',
     'From the event occurring to its consumer transaction committing',
   ),
+  redelivered: make.count(
+    'postbox.consumer.redelivered',
+    'Records the broker delivered to this consumer again, at or below an offset it had already received',
+    '{message}',
+  ),
   retries: make.count(
     'postbox.consumer.retries',
     'Due retries run, by outcome (stale, settled, rescheduled, exhausted, expired)',
@@ -95,6 +100,18 @@ function consumeTask(
       if (Number.isFinite(occurred)) m.endToEnd.record(Math.max(0, now - occurred) / 1000, { ...who, ...topic });
     }
   }
+}
+
+/**
+ * Records of one partition delivered again (a re-fetch from the committed offset after a rebalance, a replaced
+ * group member or a reassignment back to this process). Those another process received first are counted where
+ * they land: the inbox's `duplicate` outcome.
+ */
+export function recordRedelivered(consumer: string, topic: string, count: number): void {
+  guard(() => {
+    if (count > 0)
+      instruments().redelivered.add(count, { [POSTBOX_ATTR.consumer]: consumer, [ATTR.destinationName]: topic });
+  });
 }
 
 export function recordRetryOutcome(consumer: string, outcome: string): void {

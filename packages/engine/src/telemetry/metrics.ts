@@ -4,7 +4,14 @@
  */
 export { recordRelayCycle, recordTraceContextDropped, observeOutbox } from './relay-metrics.ts';
 export type { RelayCycleReport, TopicSendReport } from './relay-metrics.ts';
-export { recordConsumeTask, recordRetryOutcome, observeConsumer, type ConsumerScope } from './consumer-metrics.ts';
+export {
+  recordConsumeTask,
+  recordRedelivered,
+  recordRetryOutcome,
+  observeConsumer,
+  type ConsumerScope,
+} from './consumer-metrics.ts';
 export { observeSagas } from './saga-metrics.ts';
 export { observeReconcileFindings } from './reconcile-metrics.ts';
 export { observeStorage } from './storage-metrics.ts';
+export { observeBrokerHealth } from './broker-metrics.ts';

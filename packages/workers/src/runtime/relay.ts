@@ -3,6 +3,7 @@ import type { TopicSpec } from '@postbox/engine/kafka';
 import { backoffDelayMs, inlineExecutor, Relay, type RelayOptions } from '@postbox/engine/runtime';
 import { createPublisher, ensureBrokerTopics, type BrokerConnection } from '../broker.ts';
 import { createPublishPool } from '../pools.ts';
+import { abortableDelay } from './start-when-ready.ts';
 
 /** What a relay needs to run in a service: where the outbox and the broker are, and how to run. */
 export interface RelayRuntimeOptions {
@@ -103,16 +104,4 @@ async function topicsReady(
     }
   }
   return null;
-}
-
-function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }

@@ -4,16 +4,21 @@ import fc from 'fast-check';
 import {
   CHECK_EVERY_MS,
   checkTimes,
+  CONTROL_GAP_MS,
   DURATION_MS,
   EXCLUSIVE,
   FAULT_KINDS,
   formatSeed,
   GAP_MS,
+  LINKS,
   MAX_CONCURRENT,
   parseSeed,
   plan,
+  planControlRuns,
   QUIET_MS,
+  ROLES,
   SINGLE_BROKER_KINDS,
+  SOAK_SAGA_ROLES,
   splitmix64,
   subjectOf,
   TARGETS,
@@ -97,6 +102,47 @@ test('a 30-minute soak of every single-broker kind injects each of them and keep
     [1, 2, 3, 4, 5].map((k) => k * CHECK_EVERY_MS),
   );
   assert.ok(faults.length >= 40, `${faults.length} faults in 30 minutes`);
+});
+
+test('the saga roles are fault targets: killed, stopped, cut from PostgreSQL and from the broker', () => {
+  for (const role of SOAK_SAGA_ROLES) {
+    assert.ok((TARGETS.kill as readonly string[]).includes(role) && (TARGETS.stop as readonly string[]).includes(role));
+    for (const service of LINKS[role])
+      for (const kind of ['partition', 'reset', 'oneway'] as const)
+        assert.ok((TARGETS[kind] as readonly string[]).includes(`${role}:${service}`), `${kind} ${role}:${service}`);
+  }
+  assert.ok(SOAK_SAGA_ROLES.every((role) => LINKS[role].includes('pg')));
+  // Over a few 30-minute plans, every role of the soak is the subject of some fault.
+  const hit = new Set(
+    [1n, 2n, 3n, 0x5eedn]
+      .flatMap((seed) => plan(seed, 30, SINGLE_BROKER_KINDS))
+      .map((f) => subjectOf(f.kind, f.target)),
+  );
+  assert.deepEqual(
+    ROLES.filter((role) => !hit.has(role)),
+    [],
+  );
+});
+
+test('control runs: each kind every 2–3 minutes from its first gap, none at or past the end, one seed one plan', () => {
+  fc.assert(
+    fc.property(seeds, lengths, (seed, minutes) => {
+      const runs = planControlRuns(seed, minutes);
+      assert.deepEqual(runs, planControlRuns(seed, minutes));
+      for (const kind of ['reconcile', 'retention'] as const) {
+        const at = runs.filter((r) => r.kind === kind).map((r) => r.atMs);
+        for (const [i, t] of at.entries()) {
+          const gap = t - (i === 0 ? 0 : at[i - 1]!);
+          assert.ok(gap >= CONTROL_GAP_MS.min && gap <= CONTROL_GAP_MS.max, `${kind} gap ${gap} before run ${i}`);
+          assert.ok(t < minutes * 60_000, `${kind} run ${i} before the end`);
+        }
+        if (minutes >= 3) assert.ok(at.length >= 1, `${minutes} min: at least one ${kind} run`);
+      }
+      for (let i = 1; i < runs.length; i++) assert.ok(runs[i]!.atMs >= runs[i - 1]!.atMs, 'sorted by start');
+    }),
+    { numRuns: 200 },
+  );
+  assert.ok(planControlRuns(0x5eedn, 30).filter((r) => r.kind === 'reconcile').length >= 10);
 });
 
 test('seeds print as 0x + 16 hex digits and parse back, decimal or hex', () => {

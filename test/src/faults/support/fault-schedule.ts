@@ -12,17 +12,30 @@
  * integers, and specified well enough that the plan never depends on a library's version.
  */
 
-/** Roles of the soak, each in its own network namespace: a writer, two relays, two consumers. */
-export const ROLES = ['w', 'r1', 'r2', 'c1', 'c2'] as const;
+/** The pipeline's roles: a writer, two relays, two consumers. */
+export const PIPELINE_ROLES = ['w', 'r1', 'r2', 'c1', 'c2'] as const;
+/**
+ * The order-fulfilment saga's roles (support/saga-rig.ts): its service (starts sagas, fires timers), the
+ * participants inventory, payments and shipping, the orchestrator's reply consumer, the saga's own relay.
+ */
+export const SOAK_SAGA_ROLES = ['sv', 'si', 'sp', 'ss', 'sr', 'sl'] as const;
+/** Roles of the soak, each in its own network namespace. */
+export const ROLES = [...PIPELINE_ROLES, ...SOAK_SAGA_ROLES] as const;
 export type Role = (typeof ROLES)[number];
 
 /** The services each role talks to: the targets of a partition between them. */
-const LINKS: Record<Role, readonly string[]> = {
+export const LINKS: Record<Role, readonly string[]> = {
   w: ['pg'],
   r1: ['pg', 'kafka'],
   r2: ['pg', 'kafka'],
   c1: ['pg', 'kafka', 'redis'],
   c2: ['pg', 'kafka', 'redis'],
+  sv: ['pg'],
+  si: ['pg', 'kafka'],
+  sp: ['pg', 'kafka'],
+  ss: ['pg', 'kafka'],
+  sr: ['pg', 'kafka'],
+  sl: ['pg', 'kafka'],
 };
 
 const links = ROLES.flatMap((role) => LINKS[role].map((service) => `${role}:${service}`));
@@ -223,6 +236,32 @@ export function plan(seed: bigint, minutes: number, kinds: readonly FaultKind[])
     t += steps(r, GAP_MS);
   }
   return faults;
+}
+
+/** What the control plane runs during a soak, as an operator or its schedule would. */
+export type ControlKind = 'reconcile' | 'retention';
+
+export interface PlannedRun {
+  atMs: number;
+  kind: ControlKind;
+}
+
+/** Between two runs of one kind. */
+export const CONTROL_GAP_MS = { min: 120_000, max: 180_000 } as const;
+
+/**
+ * The reconciliation and retention runs of a soak of `minutes`, sorted by start: each kind every 2–3 minutes
+ * (its first within its first gap), none at or past the end (the final runs come after the drain). Drawn from
+ * a stream of its own, so the fault plan of a seed is the same whether or not the runs are asked for.
+ */
+export function planControlRuns(seed: bigint, minutes: number): PlannedRun[] {
+  if (!(minutes > 0)) throw new Error(`a soak lasts more than 0 minutes, got ${minutes}`);
+  const r = Xoshiro128.fromSeed(seed ^ 0xc0417201c0417201n);
+  const endMs = Math.floor((minutes * 60_000) / STEP_MS) * STEP_MS;
+  const runs: PlannedRun[] = [];
+  for (const kind of ['reconcile', 'retention'] as const)
+    for (let t = steps(r, CONTROL_GAP_MS); t < endMs; t += steps(r, CONTROL_GAP_MS)) runs.push({ atMs: t, kind });
+  return runs.sort((a, b) => a.atMs - b.atMs || a.kind.localeCompare(b.kind));
 }
 
 /** The plan as a few lines for the soak's log: enough to compare two runs of one seed. */

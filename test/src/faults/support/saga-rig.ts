@@ -27,6 +27,8 @@ export interface SagaRigOptions {
   prefix: string;
   /** Environment for every process, after the rig's own. */
   env?: Record<string, string>;
+  /** The saga service's script. @defaultValue fixtures/saga/saga-service.ts */
+  serviceScript?: string;
 }
 
 export interface SagaOutcome {
@@ -41,9 +43,11 @@ export class SagaRig {
   readonly o: SagaRigOptions;
   readonly processes = new Set<RoleProcess>();
   #topics: Record<SagaRole, string> | null = null;
+  readonly #service: string;
 
   constructor(o: SagaRigOptions) {
     this.o = o;
+    this.#service = o.serviceScript ?? SERVICE;
   }
 
   /** The saga's topics (3 partitions each) and the fixtures' tables. Once per database. */
@@ -82,7 +86,12 @@ export class SagaRig {
   /** Starts sagas at SAGA_RATE a second (none with SAGA_ORDERS=0) and fires timers. */
   service(extra: Record<string, string> = {}, netns?: string): RoleProcess {
     return this.#track(
-      spawnScript(SERVICE, [], this.env({ SAGA_RATE: '2', SAGA_ORDERS: '1000000', ...extra }), netns ? { netns } : {}),
+      spawnScript(
+        this.#service,
+        [],
+        this.env({ SAGA_RATE: '2', SAGA_ORDERS: '1000000', ...extra }),
+        netns ? { netns } : {},
+      ),
     );
   }
 
@@ -102,7 +111,7 @@ export class SagaRig {
    * flight until each has ended. Returns the count of sagas by status.
    */
   async drain(timeoutMs = 240_000): Promise<Record<string, number>> {
-    const services = [...this.processes].filter((p) => p.child.spawnargs.includes(SERVICE) && alive(p));
+    const services = [...this.processes].filter((p) => p.child.spawnargs.includes(this.#service) && alive(p));
     for (const p of services) p.kill('SIGTERM');
     await Promise.all(services.map((p) => p.exited));
     this.service({ SAGA_ORDERS: '0' });

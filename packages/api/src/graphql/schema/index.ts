@@ -8,6 +8,7 @@ import './event.ts';
 import './failure.ts';
 import './audit.ts';
 import './health.ts';
+import './broker-health.ts';
 import './saga.ts';
 import './reconcile.ts';
 import './storage.ts';

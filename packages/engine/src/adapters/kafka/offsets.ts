@@ -1,6 +1,8 @@
 import kafkajs, { type Admin } from 'kafkajs';
 import { BrokerError } from '../../errors.ts';
+import type { BrokerHealthReport } from '../../ports/broker-health.ts';
 import type { BrokerOffsets, PartitionPosition, TopicRetention } from '../../ports/offsets.ts';
+import { KafkaHealthProbe } from './broker-health.ts';
 import { createKafka, type KafkaConnection } from './client.ts';
 
 /** BrokerOffsets over the kafkajs admin client, connected on first use and again after a failure. */
@@ -9,11 +11,13 @@ const TOPIC_RESOURCE = kafkajs.ConfigResourceTypes.TOPIC;
 
 export class KafkaOffsets implements BrokerOffsets {
   readonly #admin: Admin;
+  readonly #health: KafkaHealthProbe;
   #connected: Promise<void> | null = null;
   #closed = false;
 
   constructor(connection: KafkaConnection) {
     this.#admin = createKafka({ ...connection, clientId: `${connection.clientId ?? 'postbox'}-control` }).admin();
+    this.#health = new KafkaHealthProbe(this.#admin, connection);
   }
 
   async positions(groupId: string | null, topics: string[]): Promise<PartitionPosition[]> {
@@ -103,6 +107,11 @@ export class KafkaOffsets implements BrokerOffsets {
         cause,
       });
     }
+  }
+
+  /** Replica health through this admin (broker-health.ts); a failed probe is reported, never thrown. */
+  health(topics: string[]): Promise<BrokerHealthReport> {
+    return this.#health.probe(() => this.#connect(), topics);
   }
 
   /** Waits for a connect in flight (a connection made after close would keep the process alive). */
