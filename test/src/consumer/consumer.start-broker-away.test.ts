@@ -41,7 +41,7 @@ test('a consumer started while Kafka is down waits, starts when Kafka is back, a
   await p.setup();
   await stack.kafka!.signal('SIGKILL');
   const consumer = p.consumer({ POSTBOX_TOPICS: 'unrelated.events:1' });
-  await sleep(12_000);
+  await sleep(8000);
   assert.ok(alive(consumer), `the consumer exited while Kafka was down:\n${consumer.output()}`);
   await restart(stack.kafka!);
   p.relay();

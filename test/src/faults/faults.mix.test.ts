@@ -121,6 +121,7 @@ if (MIX)
       rig = sagas.rig;
       const ctl = (control = new SoakControl({
         p,
+        serviceFaults: () => injector?.serviceFaults() ?? { active: 0, begun: 0, lastEndedAt: 0 },
         env: {
           POSTBOX_RECONCILE_MODULES: `${RECONCILE_MODULE}?topic=${encodeURIComponent(topic)}&consumer=${consumer}`,
           POSTBOX_SAGA_MODULES: RECONCILE_MODULE,

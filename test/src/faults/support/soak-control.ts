@@ -1,3 +1,4 @@
+import type { ServiceFaults } from './soak-faults.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { enqueue } from '@postbox/engine';
 import { shortPartitions } from '../../support/partitions.ts';
@@ -35,7 +36,12 @@ export interface ControlOptions {
   p: Pipeline;
   /** Environment of both commands, after the pipeline's: the reconcile modules, the archive directory. */
   env: Record<string, string>;
+  /** The injector's service faults: a run that fails with none on (or just over) during it is a problem. */
+  serviceFaults?: () => ServiceFaults;
 }
+
+/** A service back this recently may still be settling (a broker electing leaders): a failure is still its. */
+const SETTLE_MS = 30_000;
 
 /** One run's end: its exit code and a line for the log. */
 interface RunEnd {
@@ -83,8 +89,19 @@ export class SoakControl {
       console.log(`# soak control: ${kind} still running, this start skipped`);
       return;
     }
+    const faults = this.#o.serviceFaults;
+    const before = faults?.();
+    const failedBefore = this.counts[kind].failed;
     const run = (kind === 'reconcile' ? this.#reconcile(false) : this.#retention(false))
-      .then((end) => console.log(`# soak control: ${end.line}`))
+      .then((end) => {
+        console.log(`# soak control: ${end.line}`);
+        const after = faults?.();
+        if (!before || !after || this.counts[kind].failed === failedBefore) return;
+        const underFault =
+          before.active > 0 || after.begun > before.begun || Date.now() - before.lastEndedAt < SETTLE_MS;
+        if (!underFault)
+          this.#problems.push(`${kind} failed with no fault on PostgreSQL, the broker or Redis during it: ${end.line}`);
+      })
       .catch((e: Error) => void this.#problems.push(e.message))
       .finally(() => this.#inFlight.delete(kind));
     this.#inFlight.set(kind, run);

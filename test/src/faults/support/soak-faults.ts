@@ -37,6 +37,21 @@ export interface SoakSystem {
 
 const MODES: Partial<Record<FaultKind, CutMode>> = { partition: 'drop', reset: 'reset', oneway: 'oneway' };
 
+/** The kinds that take away a service the control plane's commands use (they run in the root namespace). */
+const SERVICE_KINDS: ReadonlySet<FaultKind> = new Set<FaultKind>([
+  'pg-stop',
+  'broker-kill',
+  'broker-stop',
+  'redis-restart',
+]);
+
+/** Service faults: how many are on now, how many began, when the last one ended (ms since the epoch, 0: never). */
+export interface ServiceFaults {
+  active: number;
+  begun: number;
+  lastEndedAt: number;
+}
+
 export class SoakFaults {
   readonly #s: SoakSystem;
   /** Processes of PostgreSQL a pg-stop paused: the same ones get SIGCONT. */
@@ -44,6 +59,7 @@ export class SoakFaults {
   #extraConsumer: RoleProcess | null = null;
   /** Replay runs and what they printed, for the report. */
   readonly replays: Array<{ code: number | null; output: string }> = [];
+  readonly #service: ServiceFaults = { active: 0, begun: 0, lastEndedAt: 0 };
 
   constructor(system: SoakSystem) {
     this.#s = system;
@@ -69,7 +85,16 @@ export class SoakFaults {
     return server;
   }
 
+  /** Faults on the services the control plane's commands use, so far: a command may fail under them only. */
+  serviceFaults(): ServiceFaults {
+    return { ...this.#service };
+  }
+
   async begin(f: PlannedFault): Promise<void> {
+    if (SERVICE_KINDS.has(f.kind)) {
+      this.#service.active++;
+      this.#service.begun++;
+    }
     switch (f.kind) {
       case 'kill': {
         const slot = this.#slot(f.target);
@@ -124,6 +149,10 @@ export class SoakFaults {
   }
 
   async end(f: PlannedFault): Promise<void> {
+    if (SERVICE_KINDS.has(f.kind)) {
+      this.#service.active--;
+      this.#service.lastEndedAt = Date.now();
+    }
     switch (f.kind) {
       case 'kill': {
         const slot = this.#slot(f.target);

@@ -87,7 +87,7 @@ export interface SagaSummary {
  */
 export async function finishSagas(rig: SagaRig): Promise<SagaSummary> {
   await replaySagaFailures(rig);
-  const statuses = await rig.drain(300_000);
+  await rig.drain(300_000);
   await replaySagaFailures(rig);
   const report = await rig.settle(180_000);
   const outcome = await rig.assertOutcome();
@@ -104,7 +104,7 @@ export async function finishSagas(rig: SagaRig): Promise<SagaSummary> {
     );
   return {
     sagas: outcome.sagas,
-    statuses: statuses,
+    statuses: outcome.statuses,
     stuck,
     lostReplies: outcome.lostReplies,
     timerLines: outcome.timerLines,
