@@ -51,6 +51,7 @@ export {
   type PrivateClusterOptions,
   type PrivateKafkaCluster,
 } from './private-cluster.ts';
+export { freePort } from './ports.ts';
 export { natsAnswers, natsPermissionsFile, natsTlsUrl } from './nats.ts';
 export {
   ensureTlsMaterial,

@@ -1,5 +1,4 @@
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import kafkajs from 'kafkajs';
 import {
@@ -11,7 +10,7 @@ import {
 } from './kafka-cluster.ts';
 import { clusterNodeService, netnsNodeService, type ClusterNodeSpec } from './netns-node.ts';
 import { stackPaths } from './paths.ts';
-import { waitUntil, type HostPort } from './ports.ts';
+import { freePort, waitUntil, type HostPort } from './ports.ts';
 import { withSharedJars, wrap, type PrivateServer } from './private.ts';
 import { quorumLeader } from './quorum-leader.ts';
 
@@ -212,34 +211,9 @@ async function topicMetadata(urls: string[], topics: string[]) {
   }
 }
 
-/** Ports handed out by this process, never twice (a node may not have bound its own yet). */
-const handedOut = new Set<number>();
-
-/**
- * `count` broker/controller port pairs on loopback, below the kernel's ephemeral range (32768–60999 by default),
- * where an outgoing connection cannot take one between this check and the node's own bind. Checked by binding.
- */
+/** `count` broker/controller port pairs (freePort: below the kernel's ephemeral range, never twice). */
 async function freePortPairs(count: number): Promise<Array<{ broker: number; controller: number }>> {
   const pairs: Array<{ broker: number; controller: number }> = [];
   while (pairs.length < count) pairs.push({ broker: await freePort(), controller: await freePort() });
   return pairs;
-}
-
-async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (!handedOut.has(port) && (await canBind(port))) {
-      handedOut.add(port);
-      return port;
-    }
-  }
-  throw new Error('no free loopback port between 20000 and 31999 after 100 tries');
-}
-
-function canBind(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }

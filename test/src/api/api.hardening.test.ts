@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestApi } from '../support/api.ts';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 
 // GraphQL hardening (issue 24): no CORS unless origins are named, security headers on every answer, mutations

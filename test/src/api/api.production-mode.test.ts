@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readApiConfig } from '@postbox/api';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 
 // The control plane's mode fails closed: POSTBOX_ENV is production or development and nothing else, production

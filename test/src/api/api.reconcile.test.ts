@@ -4,7 +4,7 @@ import { startTelemetry, type Telemetry } from '@postbox/api';
 import { demoOrderSource } from '@postbox/api/demo/reconcile';
 import { createLogger } from '@postbox/engine';
 import { startTestApi, type TestApi } from '../support/api.ts';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { waitFor } from '../support/processes.ts';
 import { payWithoutEvent, placeOrder } from '../reconcile/fixtures.ts';

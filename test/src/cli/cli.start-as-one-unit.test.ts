@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { spawnPostbox, waitFor, type RoleProcess } from '../support/processes.ts';
 import { stack } from '../support/stack.ts';

@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { createNetns, type Netns } from '../support/netns.ts';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 
 // The partition harness itself, before any scenario leans on it: a cut that silently did nothing would make every
 // partition test pass. Each kind of cut is checked from inside the cut namespace, from a second namespace that

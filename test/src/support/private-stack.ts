@@ -4,6 +4,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {
+  freePort,
   privateKafka,
   privateNats,
   privatePostgres,
@@ -21,7 +22,6 @@ import {
 } from '@postbox/stack';
 import { connect } from '@postbox/engine';
 import { FaultProxy } from './fault-proxy.ts';
-import { freePort } from './free-port.ts';
 import { waitFor } from './processes.ts';
 
 /**

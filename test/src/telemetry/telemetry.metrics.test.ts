@@ -6,7 +6,7 @@ import { enqueueMany, silentLogger, type EventInput } from '@postbox/engine';
 import { PartitionMaintenance, resolvePartitionOptions } from '@postbox/engine/retention';
 import type { Relay } from '@postbox/engine/runtime';
 import { defineSaga, SagaOrchestrator, SagaTimerRunner } from '@postbox/engine/saga';
-import { freePort } from '../support/free-port.ts';
+import { freePort } from '@postbox/stack';
 import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { createTopic, uniqueTopic } from '../support/kafka.ts';
 import { waitFor } from '../support/processes.ts';
